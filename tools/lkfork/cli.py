@@ -1,0 +1,70 @@
+"""Command line: ``lkfork <verb> [package ...]``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from . import build, check, export, fetch, index, pin, prepare
+from .config import find_root, load_packages
+from .errors import ForkError
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="lkfork", description="Patch queue for the livekit-agents fork.")
+    p.add_argument("--root", type=Path, help="repository root (default: found from the current directory)")
+    sub = p.add_subparsers(dest="verb", required=True, metavar="VERB")
+
+    def verb(name: str, help: str) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, help=help, description=help)
+        if name != "pin":
+            sp.add_argument("packages", nargs="*", help="distribution names (default: all)")
+        return sp
+
+    verb("fetch", "download the pinned sdists into the cache and verify their sha256").add_argument(
+        "--index-url", help="package index to use (default: as pip/uv are configured)"
+    )
+    verb("prepare", "make build/work/<package>, a git tree with each patch as a commit").add_argument(
+        "--force", action="store_true", help="discard uncommitted or unexported work in the tree"
+    )
+    verb("export", "write the work tree's commits back to patches/ and series")
+    verb("build", "build the patched wheels and sdists into dist/").add_argument(
+        "--dist", type=Path, help="output directory (default: <root>/dist)"
+    )
+    verb("check", "verify the series: listed files, trailers, exact application, export round trip")
+    verb("index", "write a PEP 503 simple index of dist/").add_argument("--dist", type=Path)
+    sp = verb("pin", "pin a package to another upstream release")
+    sp.add_argument("package")
+    sp.add_argument("version")
+    sp.add_argument("--index-url")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        root = (args.root or find_root()).resolve()
+        if args.verb == "pin":
+            pin.run(load_packages(root, [args.package])[0], args.version, args.index_url)
+            return 0
+        pkgs = load_packages(root, args.packages)
+        if args.verb == "fetch":
+            fetch.run(pkgs, args.index_url)
+        elif args.verb == "prepare":
+            prepare.run(pkgs, force=args.force)
+        elif args.verb == "export":
+            export.run(pkgs)
+        elif args.verb == "build":
+            for path in build.run(pkgs, args.dist or root / "dist"):
+                print(f"  {path.relative_to(root) if path.is_relative_to(root) else path}")
+        elif args.verb == "check":
+            check.run(pkgs)
+        elif args.verb == "index":
+            index.run(args.dist or root / "dist")
+    except ForkError as e:
+        print(f"lkfork: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0
