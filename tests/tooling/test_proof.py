@@ -7,7 +7,7 @@ import pytest
 pytestmark = pytest.mark.tooling
 
 _INI = "[pytest]\nasyncio_default_fixture_loop_scope = function\nmarkers =\n    upstream_bug(ref): x\n"
-_TESTS = '''
+_TESTS = """
 import pytest
 
 @pytest.mark.upstream_bug("livekit/agents#1")
@@ -20,7 +20,7 @@ def test_catches_the_bug():
 
 def test_unmarked_guard():
     assert True
-'''
+"""
 
 
 def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
@@ -32,7 +32,9 @@ def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 def test_proof_fails_on_a_marked_test_that_passes(pytester: pytest.Pytester) -> None:
     result = _run(pytester, "--prove")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["*PROOF FAILED: test_sample.py::test_cannot_fail [[]livekit/agents#1[]] passed on stock*"])
+    result.stdout.fnmatch_lines(
+        ["*PROOF FAILED: test_sample.py::test_cannot_fail [[]livekit/agents#1[]] passed on stock*"]
+    )
     result.stdout.fnmatch_lines(["*does not catch the bug*or upstream fixed it*"])
     # The marked test that fails counts as proven; the unmarked guard is not run at all.
     outcomes = result.parseoutcomes()
@@ -52,7 +54,9 @@ def test_normal_run_is_unchanged(pytester: pytest.Pytester) -> None:
 
 def test_reference_is_required(pytester: pytest.Pytester) -> None:
     pytester.makeini(_INI)
-    pytester.makepyfile(test_bad="import pytest\n@pytest.mark.upstream_bug\ndef test_x():\n    assert False\n")
+    pytester.makepyfile(
+        test_bad="import pytest\n@pytest.mark.upstream_bug\ndef test_x():\n    assert False\n"
+    )
     result = pytester.runpytest("-p", "tests.proof", "--prove")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*upstream_bug needs a reference like*"])

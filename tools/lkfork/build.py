@@ -29,7 +29,9 @@ def build_one(pkg: Package, scratch: Path, out: Path, python: str = sys.executab
     src, epoch = patched_tree(pkg, scratch / pkg.distribution)
     requires, backend = build_system(src)
     env = dict(os.environ, SOURCE_DATE_EPOCH=str(epoch), PYTHONHASHSEED="0")
-    proc = subprocess.run([python, "-c", _HOOKS, backend, str(out)], cwd=src, env=env, capture_output=True, text=True)
+    proc = subprocess.run(
+        [python, "-c", _HOOKS, backend, str(out)], cwd=src, env=env, capture_output=True, text=True
+    )
     if proc.returncode != 0:
         if "ModuleNotFoundError" in proc.stderr:
             raise ForkError(
@@ -40,7 +42,9 @@ def build_one(pkg: Package, scratch: Path, out: Path, python: str = sys.executab
     built = [out / line.strip() for line in proc.stdout.splitlines()[-2:]]
     for path in built:
         if pkg.fork_version not in path.name:
-            raise ForkError(f"{pkg.distribution}: built {path.name}, which lacks the fork version {pkg.fork_version}")
+            raise ForkError(
+                f"{pkg.distribution}: built {path.name}, which lacks the fork version {pkg.fork_version}"
+            )
     return built
 
 

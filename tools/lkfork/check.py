@@ -37,10 +37,14 @@ def problems(pkg: Package) -> list[str]:
             return [str(e)]
         rendered = render(repo)
     if list(rendered) != listed:
-        found.append(f"{series}: export would name the patches {list(rendered)}; run 'lkfork prepare' and 'lkfork export'")
+        found.append(
+            f"{series}: export would name the patches {list(rendered)}; run 'lkfork prepare' and 'lkfork export'"
+        )
     for name in listed:
         if name in rendered and rendered[name] != (pkg.patches_dir / name).read_bytes():
-            found.append(f"{name}: differs from its export (hand-edited?); run 'lkfork prepare' and 'lkfork export'")
+            found.append(
+                f"{name}: differs from its export (hand-edited?); run 'lkfork prepare' and 'lkfork export'"
+            )
     return found
 
 
@@ -49,7 +53,10 @@ def run(pkgs: list[Package]) -> None:
     for pkg in pkgs:
         found = problems(pkg)
         n = len(patches.read_series(pkg))
-        print(f"{pkg.distribution} {pkg.version}: {n} patches, " + ("ok" if not found else f"{len(found)} problems"))
+        print(
+            f"{pkg.distribution} {pkg.version}: {n} patches, "
+            + ("ok" if not found else f"{len(found)} problems")
+        )
         failures += found
     if failures:
         raise ForkError("check failed:\n  " + "\n  ".join(failures))

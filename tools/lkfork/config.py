@@ -103,7 +103,9 @@ def load_package(pkg_dir: Path, root: Path | None = None) -> Package:
         raise ForkError(f"{pin}: sha256 must be 64 lowercase hex digits")
     expected = sdist_name(up["distribution"], up["version"])
     if up["sdist"] != expected:
-        raise ForkError(f"{pin}: sdist '{up['sdist']}' does not match {up['distribution']} {up['version']} (expected '{expected}')")
+        raise ForkError(
+            f"{pin}: sdist '{up['sdist']}' does not match {up['distribution']} {up['version']} (expected '{expected}')"
+        )
     if not _LABEL.fullmatch(fork["label"]) or fork["release"] < 0:
         raise ForkError(f"{pin}: [fork] label must be lowercase alphanumeric and release >= 0")
     root = root or find_root(pkg_dir)
@@ -125,9 +127,13 @@ def load_packages(root: Path, names: list[str] | None = None) -> list[Package]:
     pkgs = [load_package(root / d, root) for d in PACKAGE_DIRS]
     if not names:
         return pkgs
-    chosen = []
+    chosen: list[Package] = []
     for name in names:
-        match = [p for p in pkgs if normalize(name) in (normalize(p.distribution), normalize(Path(p.monorepo_path).name))]
+        match = [
+            p
+            for p in pkgs
+            if normalize(name) in (normalize(p.distribution), normalize(Path(p.monorepo_path).name))
+        ]
         if not match:
             known = ", ".join(p.distribution for p in pkgs)
             raise ForkError(f"unknown package '{name}' (known: {known})")

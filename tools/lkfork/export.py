@@ -55,12 +55,16 @@ def run(pkgs: list[Package]) -> None:
         if gitutil.is_dirty(repo):
             raise ForkError(f"{repo}: uncommitted changes; commit them (one commit per fix) before export")
         rendered = render(repo)
-        for name, data in rendered.items():
-            problems = patches.problems(pkg, _parse_bytes(name, data))
-            if problems:
-                raise ForkError("\n".join(problems))
+        problems = [
+            p for name, data in rendered.items() for p in patches.problems(pkg, _parse_bytes(name, data))
+        ]
+        if problems:
+            raise ForkError("not exported, fix the commit messages first:\n  " + "\n  ".join(problems))
         changed = write(pkg, rendered)
-        print(f"{pkg.distribution}: {len(rendered)} patches" + (f", changed: {', '.join(changed)}" if changed else ", unchanged"))
+        print(
+            f"{pkg.distribution}: {len(rendered)} patches"
+            + (f", changed: {', '.join(changed)}" if changed else ", unchanged")
+        )
 
 
 def _parse_bytes(name: str, data: bytes) -> patches.Patch:

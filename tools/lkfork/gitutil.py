@@ -28,7 +28,9 @@ def git_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def git(repo: Path, *args: str, env: dict[str, str] | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+def git(
+    repo: Path, *args: str, env: dict[str, str] | None = None, check: bool = True
+) -> subprocess.CompletedProcess[str]:
     try:
         proc = subprocess.run(
             ["git", "-C", str(repo), *args], capture_output=True, text=True, env=git_env(env)
@@ -36,7 +38,9 @@ def git(repo: Path, *args: str, env: dict[str, str] | None = None, check: bool =
     except FileNotFoundError:
         raise ForkError("git is not installed; lkfork needs git to apply patches") from None
     if check and proc.returncode != 0:
-        raise ForkError(f"git {' '.join(args)} failed in {repo}:\n{proc.stderr.strip() or proc.stdout.strip()}")
+        raise ForkError(
+            f"git {' '.join(args)} failed in {repo}:\n{proc.stderr.strip() or proc.stdout.strip()}"
+        )
     return proc
 
 

@@ -30,10 +30,13 @@ def run(dist: Path) -> Path:
         page = root / name
         page.mkdir(parents=True)
         links = "".join(
-            f'<a href="../../{html.escape(f.name)}#sha256={sha256_of(f)}">{html.escape(f.name)}</a><br/>\n' for f in members
+            f'<a href="../../{html.escape(f.name)}#sha256={sha256_of(f)}">{html.escape(f.name)}</a><br/>\n'
+            for f in members
         )
         (page / "index.html").write_text(f"<!DOCTYPE html>\n<html><body>\n{links}</body></html>\n")
     links = "".join(f'<a href="{n}/">{n}</a><br/>\n' for n in sorted(projects))
     (root / "index.html").write_text(f"<!DOCTYPE html>\n<html><body>\n{links}</body></html>\n")
-    print(f"{root}: {len(files)} files in {len(projects)} projects; use --extra-index-url {root.resolve().as_uri()}")
+    print(
+        f"{root}: {len(files)} files in {len(projects)} projects; use --extra-index-url {root.resolve().as_uri()}"
+    )
     return root

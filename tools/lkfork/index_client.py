@@ -96,7 +96,11 @@ def project_files(distribution: str, index: str | None = None) -> list[IndexFile
     files = []
     if "json" in ctype:
         for f in json.loads(body)["files"]:
-            files.append(IndexFile(f["filename"], urllib.parse.urljoin(page, f["url"]), f.get("hashes", {}).get("sha256")))
+            files.append(
+                IndexFile(
+                    f["filename"], urllib.parse.urljoin(page, f["url"]), f.get("hashes", {}).get("sha256")
+                )
+            )
         return files
     parser = _Links()
     parser.feed(body.decode("utf-8", "replace"))
@@ -113,9 +117,13 @@ def find_sdist(distribution: str, filename: str, version: str, index: str | None
     for f in files:
         if f.filename == filename:
             return f
-    versions = sorted({m.group(1) for f in files if (m := re.search(r"-(\d[^-]*?)(\.tar\.gz|-py)", f.filename))})
+    versions = sorted(
+        {m.group(1) for f in files if (m := re.search(r"-(\d[^-]*?)(\.tar\.gz|-py)", f.filename))}
+    )
     near = ", ".join(versions[-8:]) or "none"
-    raise ForkError(f"{distribution} {version}: no sdist '{filename}' on the package index (latest versions there: {near})")
+    raise ForkError(
+        f"{distribution} {version}: no sdist '{filename}' on the package index (latest versions there: {near})"
+    )
 
 
 def download(url: str, dest: Path) -> None:

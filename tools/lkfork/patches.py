@@ -117,7 +117,10 @@ def locate_failure(patch: Patch, git_output: str) -> str:
             if h.old_start == line:
                 return f"file {file}, hunk #{i} ({h.header.split(' @@')[0]} @@)"
         return f"file {file}, at line {line}"
-    m = re.search(r"error: (\S+): (does not exist in index|No such file or directory|already exists in working directory)", git_output)
+    m = re.search(
+        r"error: (\S+): (does not exist in index|No such file or directory|already exists in working directory)",
+        git_output,
+    )
     if m:
         return f"file {m.group(1)}: {m.group(2)}"
     return git_output.strip().splitlines()[-1] if git_output.strip() else "git gave no reason"

@@ -20,7 +20,9 @@ def run(pkg: Package, version: str, index: str | None = None) -> Package:
         index_client.download(found.url, part)
         digest = sha256_of(part)
     if found.sha256 and found.sha256 != digest:
-        raise ForkError(f"{filename}: sha256 mismatch: the index says {found.sha256}, the download has {digest}")
+        raise ForkError(
+            f"{filename}: sha256 mismatch: the index says {found.sha256}, the download has {digest}"
+        )
     text = pkg.pin_file.read_text()
     for key, value in (("version", version), ("sdist", filename), ("sha256", digest)):
         text = re.sub(rf'^{key} = ".*"$', f'{key} = "{value}"', text, count=1, flags=re.M)

@@ -16,10 +16,14 @@ def run(pkgs: list[Package], *, force: bool = False) -> None:
         repo = work_dir(pkg)
         if (repo / ".git").is_dir() and not force:
             if gitutil.is_dirty(repo):
-                raise ForkError(f"{repo}: uncommitted changes; commit and export them, or pass --force to discard them")
+                raise ForkError(
+                    f"{repo}: uncommitted changes; commit and export them, or pass --force to discard them"
+                )
             on_disk = {p.name: p.read_bytes() for p in pkg.patches_dir.glob("*.patch")}
             if render(repo) != on_disk:
-                raise ForkError(f"{repo}: has commits that are not exported; run 'lkfork export', or pass --force to discard them")
+                raise ForkError(
+                    f"{repo}: has commits that are not exported; run 'lkfork export', or pass --force to discard them"
+                )
         if repo.exists():
             shutil.rmtree(repo)
         try:
@@ -28,4 +32,6 @@ def run(pkgs: list[Package], *, force: bool = False) -> None:
         except BaseException:
             shutil.rmtree(repo, ignore_errors=True)  # no half-prepared tree
             raise
-        print(f"{pkg.distribution} {pkg.version}: {repo.relative_to(pkg.root)} ready, {len(applied)} patches applied as commits on tag 'upstream'")
+        print(
+            f"{pkg.distribution} {pkg.version}: {repo.relative_to(pkg.root)} ready, {len(applied)} patches applied as commits on tag 'upstream'"
+        )

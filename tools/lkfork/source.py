@@ -64,7 +64,10 @@ def new_tree(pkg: Package, dest_root: Path) -> tuple[Path, int]:
     gitutil.git(dest_root, "add", "-A", "-f")
     gitutil.git(
         dest_root,
-        "commit", "-q", "-m", f"{pkg.distribution} {pkg.version} (upstream sdist {pkg.sha256[:12]})",
+        "commit",
+        "-q",
+        "-m",
+        f"{pkg.distribution} {pkg.version} (upstream sdist {pkg.sha256[:12]})",
         env={"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date},
     )
     gitutil.git(dest_root, "tag", BASE_TAG)

@@ -1,0 +1,40 @@
+# The two commands a contributor needs: `make build` (set up + build), `make test`.
+SHELL := /bin/bash
+export UV_PYTHON_DOWNLOADS := never
+UV ?= uv
+PYTEST_ARGS ?=
+FORK_PY := .venv/bin/python
+STOCK_PY := envs/stock/.venv/bin/python
+PY_SOURCES := tools tests benchmarks examples
+
+.PHONY: setup build check lint types test test-fork prove stress bench clean
+
+setup:  ## the fork's dev env (builds the patched packages) and the stock env
+	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
+	$(UV) sync --locked
+	$(UV) sync --locked --project envs/stock
+
+build: setup  ## patched wheels + sdists into dist/, with a PEP 503 index
+	$(FORK_PY) -m lkfork build
+	$(FORK_PY) -m lkfork index
+
+check:  ## the patch series: listed files, trailers, exact application, export round trip
+	$(FORK_PY) -m lkfork check
+
+lint:
+	$(FORK_PY) -m ruff check $(PY_SOURCES)
+	$(FORK_PY) -m ruff format --check $(PY_SOURCES)
+
+types:
+	$(FORK_PY) -m mypy
+
+test-fork:  ## every test, on the patched build
+	$(FORK_PY) -m pytest --lk-env fork $(PYTEST_ARGS)
+
+prove:  ## every upstream_bug test must FAIL on stock upstream
+	$(STOCK_PY) -m pytest --lk-env stock --prove tests/regression $(PYTEST_ARGS)
+
+test: lint types check test-fork prove  ## what CI runs
+
+clean:
+	rm -rf build dist
