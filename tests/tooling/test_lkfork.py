@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -207,7 +208,9 @@ def test_hand_edited_patch_fails_the_round_trip(fork: Path) -> None:
 def test_unknown_package_and_outside_repo(fork: Path, tmp_path: Path) -> None:
     res = lkfork(fork, "build", "livekit-plugins-nope")
     assert res.returncode == 1 and "unknown package 'livekit-plugins-nope'" in res.stderr
-    res = subprocess.run(["python", "-m", "lkfork", "check"], cwd=tmp_path, capture_output=True, text=True)
+    res = subprocess.run(
+        [sys.executable, "-m", "lkfork", "check"], cwd=tmp_path, capture_output=True, text=True
+    )
     assert res.returncode == 1 and "not inside the fork's repository" in res.stderr
 
 

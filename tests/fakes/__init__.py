@@ -1,0 +1,63 @@
+"""Scripted fakes and helpers to drive a real ``AgentSession`` deterministically, offline.
+
+Import from here, e.g.::
+
+    from tests.fakes import Gate, Reply, ScriptedLLM, bounded, running_session, tool_call
+
+    fake = ScriptedLLM([Reply(tool_calls=[tool_call("lookup")]), "It is 42."])
+    async with running_session(MyAgent(), llm=fake) as session:   # or the make_session fixture
+        result = await bounded(session.run(user_input="look it up"))
+    assert fake.calls[1].tool_choice is None
+
+Modules: ``script`` (Reply, tool_call, script/exhaustion rules), ``llm`` (ScriptedLLM),
+``realtime`` (ScriptedRealtimeModel/Session), ``audio`` (FakeTTS, FakeAudioOutput,
+RecordingTextOutput), ``session`` (offline AgentSession setup), ``sync`` (bounded waits, Gate),
+``hygiene`` (the per-test checks wired up in ``tests/conftest.py``).
+"""
+
+from .audio import FakeAudioOutput, FakeTTS, PlayedSegment, RecordingTextOutput
+from .hygiene import HYGIENE_KEY, ErrorLogCapture, SessionTracker
+from .llm import LLMCall, ScriptedLLM, current_agent, snapshot_chat_ctx
+from .realtime import (
+    RTGeneration,
+    RTJournalEntry,
+    ScriptedRealtimeModel,
+    ScriptedRealtimeSession,
+    default_realtime_capabilities,
+)
+from .script import Delay, Reply, ScriptExhaustedError, ScriptItem, tool_call
+from .session import MakeSession, offline_session_kwargs, running_session, start_session
+from .sync import DEFAULT_TIMEOUT, BoundedWaitTimeout, Gate, bounded, wait_for_event
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "HYGIENE_KEY",
+    "BoundedWaitTimeout",
+    "Delay",
+    "ErrorLogCapture",
+    "FakeAudioOutput",
+    "FakeTTS",
+    "Gate",
+    "LLMCall",
+    "MakeSession",
+    "PlayedSegment",
+    "RTGeneration",
+    "RTJournalEntry",
+    "RecordingTextOutput",
+    "Reply",
+    "ScriptExhaustedError",
+    "ScriptItem",
+    "ScriptedLLM",
+    "ScriptedRealtimeModel",
+    "ScriptedRealtimeSession",
+    "SessionTracker",
+    "bounded",
+    "current_agent",
+    "default_realtime_capabilities",
+    "offline_session_kwargs",
+    "running_session",
+    "snapshot_chat_ctx",
+    "start_session",
+    "tool_call",
+    "wait_for_event",
+]
