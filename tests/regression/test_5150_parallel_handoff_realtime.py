@@ -1,0 +1,106 @@
+"""livekit/agents#5150 on the realtime path: a generation of the realtime model calls
+``save_data`` and ``switch_to_secondary`` in parallel.
+
+Stock 1.8.9 asks the leaving agent's realtime session for one more reply to the sibling's
+result (models without automatic tool replies), so the leaving agent speaks after its
+handoff. The fork only pushes the outputs (every call the model issued is answered, on a
+reused or a replaced session) and lets the arriving agent speak.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from livekit.agents import Agent, AgentSession, function_tool
+
+from tests.fakes import MakeSession, Reply, RTGeneration, ScriptedRealtimeModel, bounded, tool_call
+
+TRIAGE = "You are the triage agent."
+SECONDARY = "You are the secondary agent."
+LEAVING_REPLY = "triage speaking after the handoff"
+
+
+class SecondaryAgent(Agent):
+    def __init__(self, events: list[str]) -> None:
+        super().__init__(instructions=SECONDARY)
+        self.events = events
+
+    async def on_enter(self) -> None:
+        self.events.append("enter secondary")
+
+
+class TriageAgent(Agent):
+    def __init__(self, events: list[str]) -> None:
+        super().__init__(instructions=TRIAGE)
+        self.events = events
+        self.secondary: SecondaryAgent | None = None
+
+    async def on_enter(self) -> None:
+        self.events.append("enter triage")
+
+    async def on_exit(self) -> None:
+        self.events.append("exit triage")
+
+    @function_tool
+    async def save_data(self, value: str) -> str:
+        """Save a value."""
+        return f"Saved: {value}"
+
+    @function_tool
+    async def switch_to_secondary(self) -> Agent:
+        """Hand the conversation to the secondary agent."""
+        self.secondary = SecondaryAgent(self.events)
+        return self.secondary
+
+
+def by_agent(gen: RTGeneration) -> str:
+    return LEAVING_REPLY if gen.instructions == TRIAGE else ""
+
+
+ORDERS = pytest.mark.parametrize(
+    "order", [("save_data", "switch_to_secondary"), ("switch_to_secondary", "save_data")], ids="-".join
+)
+# reused: mutable session state, the realtime session survives the handoff; replaced: it
+# cannot be updated, so the arriving agent gets a new one
+REUSE = pytest.mark.parametrize("reuse", [True, False], ids=["reused", "replaced"])
+
+
+def spoken(session: AgentSession[Any]) -> list[str]:
+    return [
+        i.text_content or "" for i in session.history.items if i.type == "message" and i.role == "assistant"
+    ]
+
+
+@pytest.mark.upstream_bug("livekit/agents#5150")
+@ORDERS
+@REUSE
+async def test_leaving_agent_gets_no_reply_to_sibling_results(
+    make_session: MakeSession, order: tuple[str, ...], reuse: bool
+) -> None:
+    calls = [tool_call(n, {"value": "x"} if n == "save_data" else {}) for n in order]
+    model = ScriptedRealtimeModel(
+        [Reply(tool_calls=calls)],
+        fallback=by_agent,
+        mutable_chat_context=reuse,
+        mutable_instructions=reuse,
+        mutable_tools=reuse,
+    )
+    events: list[str] = []
+    triage = TriageAgent(events)
+    session = await make_session(triage, llm=model)
+    first = model.sessions[0]
+
+    await bounded(session.run(user_input="save x and move me on"), timeout=10, what="session.run")
+
+    assert session.current_agent is triage.secondary
+    assert events == ["enter triage", "exit triage", "enter secondary"]
+    leaving_replies = [g for g in model.generations[1:] if g.instructions == TRIAGE]
+    assert leaving_replies == [], leaving_replies
+    assert LEAVING_REPLY not in spoken(session)
+    # every call the model issued is answered on the session that issued it
+    pushed = [e for e in first.calls if e.method == "update_chat_ctx" and e.args["new_function_outputs"]]
+    answered = {name for e in pushed for name in e.args["new_function_outputs"]}
+    assert answered == {"save_data", "switch_to_secondary"} or (not reuse and first.closed), first.calls
+    assert not [e for e in model.journal if e.after_close and e.kind == "call" and e.method != "aclose"]
+    assert (len(model.live_sessions) == 1) and (model.live_sessions[0] is first) == reuse
