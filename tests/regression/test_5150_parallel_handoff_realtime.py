@@ -104,3 +104,34 @@ async def test_leaving_agent_gets_no_reply_to_sibling_results(
     assert answered == {"save_data", "switch_to_secondary"} or (not reuse and first.closed), first.calls
     assert not [e for e in model.journal if e.after_close and e.kind == "call" and e.method != "aclose"]
     assert (len(model.live_sessions) == 1) and (model.live_sessions[0] is first) == reuse
+
+
+@ORDERS
+@REUSE
+async def test_auto_tool_reply_model_leaving_agent_stays_silent(
+    make_session: MakeSession, order: tuple[str, ...], reuse: bool
+) -> None:
+    """Models that answer tool outputs on their own (Gemini, Nova Sonic): the outputs are
+    still pushed, the server's reply to them is not voiced by the leaving agent."""
+    calls = [tool_call(n, {"value": "x"} if n == "save_data" else {}) for n in order]
+    model = ScriptedRealtimeModel(
+        [Reply(tool_calls=calls)],
+        fallback=by_agent,
+        auto_tool_reply_generation=True,
+        mutable_chat_context=reuse,
+        mutable_instructions=reuse,
+        mutable_tools=reuse,
+    )
+    events: list[str] = []
+    triage = TriageAgent(events)
+    session = await make_session(triage, llm=model)
+    first = model.sessions[0]
+
+    # stock waits up to 5 s here for the auto reply it then discards (see test_4746_*)
+    await bounded(session.run(user_input="save x and move me on"), timeout=10, what="session.run")
+
+    assert session.current_agent is triage.secondary
+    assert events == ["enter triage", "exit triage", "enter secondary"]
+    assert LEAVING_REPLY not in spoken(session)
+    assert [e.method for e in first.calls].count("generate_reply") == 1  # the user's turn only
+    assert not [e for e in model.journal if e.after_close and e.kind == "call" and e.method != "aclose"]
