@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import build, check, export, fetch, index, pin, prepare
+from . import build, check, export, export_upstream, fetch, index, pin, prepare, rebase, status
 from .config import find_root, load_packages
 from .errors import ForkError
 
@@ -18,6 +18,8 @@ def _parser() -> argparse.ArgumentParser:
 
     def verb(name: str, help: str) -> argparse.ArgumentParser:
         sp = sub.add_parser(name, help=help, description=help)
+        if name in ("upstream-status", "rebase"):
+            sp.add_argument("version", help="the other upstream release, e.g. 1.9.0")
         if name != "pin":
             sp.add_argument("packages", nargs="*", help="distribution names (default: all)")
         return sp
@@ -34,6 +36,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     verb("check", "verify the series: listed files, trailers, exact application, export round trip")
     verb("index", "write a PEP 503 simple index of dist/").add_argument("--dist", type=Path)
+    verb(
+        "export-upstream", "each patch as a git am series plus PR.md, verified on the pinned release"
+    ).add_argument("--out", type=Path, help="output directory (default: <root>/build/upstream)")
+    sp = verb("upstream-status", "per patch: applies, applies with 3-way, already upstream, or conflicts")
+    sp.add_argument("--json", action="store_true", help="machine-readable output")
+    sp.add_argument("--index-url")
+    verb("rebase", "move the series onto another upstream release and pin it").add_argument("--index-url")
     sp = verb("pin", "pin a package to another upstream release")
     sp.add_argument("package")
     sp.add_argument("version")
@@ -62,6 +71,14 @@ def main(argv: list[str] | None = None) -> int:
             check.run(pkgs)
         elif args.verb == "index":
             index.run(args.dist or root / "dist")
+        elif args.verb == "export-upstream":
+            export_upstream.run(pkgs, args.out)
+        elif args.verb == "upstream-status":
+            rows = status.run(pkgs, args.version, as_json=args.json, index=args.index_url)
+            return 3 if any(r.state == "conflicts" for r in rows) else 0
+        elif args.verb == "rebase":
+            for pkg in pkgs:
+                rebase.run(pkg, args.version, args.index_url)
     except ForkError as e:
         print(f"lkfork: error: {e}", file=sys.stderr)
         return 1
