@@ -36,5 +36,8 @@ prove:  ## every upstream_bug test must FAIL on stock upstream
 
 test: lint types check test-fork prove  ## what CI runs
 
+bench:  ## every fork-vs-stock benchmark; writes docs/benchmarks.md
+	$(FORK_PY) -m benchmarks
+
 clean:
 	rm -rf build dist

@@ -1,0 +1,60 @@
+"""`make bench`: every fork-vs-stock benchmark in one table, also written to docs/benchmarks.md.
+
+`python -m benchmarks [name ...]` runs the named ones only (parallel_handoff,
+deferred_handoff, long_run, build_speed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import platform
+import subprocess
+import sys
+import time
+
+from benchmarks._compare import ROOT, compare
+
+COMPARED = {
+    "parallel_handoff": {
+        "parallel/single": "fork <= 1.05",
+        "leaving_llm_calls_after_batch": "fork 0, stock 1",
+    },
+    "deferred_handoff": {"tool_return_to_on_enter_s": "fork <= 0.010, stock inf"},
+    "long_run": {
+        "handoff_last/first": "<= 1.2",
+        "handoff_mem_growth_kib": "bounded",
+        "turns_500_wall_s": "fork/stock 1.00 +- 0.03",
+    },
+}
+
+
+def main() -> None:
+    chosen = sys.argv[1:] or [*COMPARED, "build_speed"]
+    out = io.StringIO()
+    for name in chosen:
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            if name == "build_speed":
+                proc = subprocess.run(
+                    [sys.executable, "-m", "benchmarks.build_speed"], cwd=ROOT, capture_output=True, text=True
+                )
+                print(proc.stdout.strip().splitlines()[-1] if proc.returncode == 0 else proc.stderr)
+            else:
+                compare(f"benchmarks.{name}", COMPARED[name])
+        print(buf.getvalue(), end="")
+        out.write(buf.getvalue() + "\n")
+    doc = ROOT / "docs" / "benchmarks.md"
+    doc.parent.mkdir(exist_ok=True)
+    doc.write_text(
+        "# Benchmarks, fork vs stock\n\n"
+        f"`make bench` on a {platform.machine()} machine, Python "
+        f"{platform.python_version()}, {time.strftime('%Y-%m-%d', time.gmtime())}. Fork and stock run "
+        "one after the other in the same invocation; absolute times depend on the machine and its "
+        "load, the ratios are what we track.\n\n```\n" + out.getvalue().rstrip() + "\n```\n"
+    )
+    print(f"written to {doc.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
