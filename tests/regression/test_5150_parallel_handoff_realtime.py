@@ -72,12 +72,11 @@ def spoken(session: AgentSession[Any]) -> list[str]:
     ]
 
 
-@pytest.mark.upstream_bug("livekit/agents#5150")
-@ORDERS
-@REUSE
-async def test_leaving_agent_gets_no_reply_to_sibling_results(
-    make_session: MakeSession, order: tuple[str, ...], reuse: bool
-) -> None:
+async def run_batch(
+    make_session: MakeSession, order: tuple[str, ...], reuse: bool, **caps: bool
+) -> ScriptedRealtimeModel:
+    """One user turn whose generation calls the tools in ``order`` in parallel; checks the
+    handoff completed without a word from the leaving agent."""
     calls = [tool_call(n, {"value": "x"} if n == "save_data" else {}) for n in order]
     model = ScriptedRealtimeModel(
         [Reply(tool_calls=calls)],
@@ -85,24 +84,34 @@ async def test_leaving_agent_gets_no_reply_to_sibling_results(
         mutable_chat_context=reuse,
         mutable_instructions=reuse,
         mutable_tools=reuse,
+        **caps,
     )
     events: list[str] = []
     triage = TriageAgent(events)
     session = await make_session(triage, llm=model)
-    first = model.sessions[0]
-
+    # stock waits up to 5 s here with auto tool replies (see test_4746_*), hence the bound
     await bounded(session.run(user_input="save x and move me on"), timeout=10, what="session.run")
-
     assert session.current_agent is triage.secondary
     assert events == ["enter triage", "exit triage", "enter secondary"]
+    assert LEAVING_REPLY not in spoken(session)
+    assert not [e for e in model.journal if e.after_close and e.kind == "call" and e.method != "aclose"]
+    return model
+
+
+@pytest.mark.upstream_bug("livekit/agents#5150")
+@ORDERS
+@REUSE
+async def test_leaving_agent_gets_no_reply_to_sibling_results(
+    make_session: MakeSession, order: tuple[str, ...], reuse: bool
+) -> None:
+    model = await run_batch(make_session, order, reuse)
+    first = model.sessions[0]
     leaving_replies = [g for g in model.generations[1:] if g.instructions == TRIAGE]
     assert leaving_replies == [], leaving_replies
-    assert LEAVING_REPLY not in spoken(session)
     # every call the model issued is answered on the session that issued it
     pushed = [e for e in first.calls if e.method == "update_chat_ctx" and e.args["new_function_outputs"]]
     answered = {name for e in pushed for name in e.args["new_function_outputs"]}
     assert answered == {"save_data", "switch_to_secondary"} or (not reuse and first.closed), first.calls
-    assert not [e for e in model.journal if e.after_close and e.kind == "call" and e.method != "aclose"]
     assert (len(model.live_sessions) == 1) and (model.live_sessions[0] is first) == reuse
 
 
@@ -113,25 +122,5 @@ async def test_auto_tool_reply_model_leaving_agent_stays_silent(
 ) -> None:
     """Models that answer tool outputs on their own (Gemini, Nova Sonic): the outputs are
     still pushed, the server's reply to them is not voiced by the leaving agent."""
-    calls = [tool_call(n, {"value": "x"} if n == "save_data" else {}) for n in order]
-    model = ScriptedRealtimeModel(
-        [Reply(tool_calls=calls)],
-        fallback=by_agent,
-        auto_tool_reply_generation=True,
-        mutable_chat_context=reuse,
-        mutable_instructions=reuse,
-        mutable_tools=reuse,
-    )
-    events: list[str] = []
-    triage = TriageAgent(events)
-    session = await make_session(triage, llm=model)
-    first = model.sessions[0]
-
-    # stock waits up to 5 s here for the auto reply it then discards (see test_4746_*)
-    await bounded(session.run(user_input="save x and move me on"), timeout=10, what="session.run")
-
-    assert session.current_agent is triage.secondary
-    assert events == ["enter triage", "exit triage", "enter secondary"]
-    assert LEAVING_REPLY not in spoken(session)
-    assert [e.method for e in first.calls].count("generate_reply") == 1  # the user's turn only
-    assert not [e for e in model.journal if e.after_close and e.kind == "call" and e.method != "aclose"]
+    model = await run_batch(make_session, order, reuse, auto_tool_reply_generation=True)
+    assert [e.method for e in model.sessions[0].calls].count("generate_reply") == 1  # the user's turn
