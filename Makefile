@@ -7,7 +7,7 @@ FORK_PY := .venv/bin/python
 STOCK_PY := envs/stock/.venv/bin/python
 PY_SOURCES := tools tests benchmarks examples
 
-.PHONY: setup build check lint types test test-fork prove stress bench clean
+.PHONY: setup build check lint types test test-fork prove stress stress-stock stress-ci bench clean
 
 setup:  ## the fork's dev env (builds the patched packages) and the stock env
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
@@ -35,6 +35,15 @@ prove:  ## every upstream_bug test must FAIL on stock upstream
 	$(STOCK_PY) -m pytest --lk-env stock --prove tests/regression $(PYTEST_ARGS)
 
 test: lint types check test-fork prove  ## what CI runs
+
+stress:  ## random handoff schedules: make stress SEEDS=0:10000 (replay: python -m tests.stress --replay N)
+	$(FORK_PY) -m tests.stress --seeds $(or $(SEEDS),0:1000)
+
+stress-stock:  ## the same schedules on stock upstream, for the comparison in docs/stress.md
+	$(STOCK_PY) -m tests.stress --seeds $(or $(SEEDS),0:1000) --no-shrink
+
+stress-ci:  ## the 200 CI seeds as a test (not yet in `make test`: the fork is not at 0)
+	LKFORK_STRESS=1 $(FORK_PY) -m pytest tests/stress -q
 
 bench:  ## every fork-vs-stock benchmark; writes docs/benchmarks.md
 	$(FORK_PY) -m benchmarks

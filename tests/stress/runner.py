@@ -1,0 +1,163 @@
+"""Run seeds, tabulate violations by invariant, shrink failing scenarios; the CLI.
+
+    python -m tests.stress --seeds 0:200 [--replay SEED] [--json out.json] [--no-shrink]
+
+Each scenario runs in an event loop of its own (``asyncio.run``), with a fresh AgentSession.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+import time
+import traceback
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from importlib.metadata import version
+from typing import Any
+
+from .driver import run_scenario
+from .invariants import INVARIANTS, Violation
+from .scenario import Scenario, generate, shrink_candidates
+
+SHRINK_BUDGET = 60
+"""Most candidate scenarios the minimiser runs for one failing seed."""
+
+
+@dataclass
+class Outcome:
+    scenario: Scenario
+    violations: list[Violation]
+    seconds: float
+    shrunk: Scenario | None = None
+    shrunk_violations: list[Violation] = field(default_factory=list)
+
+    @property
+    def invariants(self) -> set[str]:
+        return {v.invariant for v in self.violations}
+
+
+def run_one(sc: Scenario) -> list[Violation]:
+    """One scenario in a fresh event loop; an exception escaping the driver is a violation."""
+    try:
+        return asyncio.run(run_scenario(sc))
+    except Exception as e:
+        where = traceback.extract_tb(e.__traceback__)[-3:]
+        frames = " <- ".join(f"{f.filename.rsplit('/', 1)[-1]}:{f.lineno} {f.name}" for f in reversed(where))
+        return [Violation("driver_ok", f"{type(e).__name__}: {e} at {frames}")]
+
+
+def shrink(sc: Scenario, failing: set[str], budget: int = SHRINK_BUDGET) -> tuple[Scenario, list[Violation]]:
+    """Greedy: take the first simpler candidate that still violates every invariant in ``failing``."""
+    best, best_v = sc, []
+    progress = True
+    while progress and budget > 0:
+        progress = False
+        for cand in shrink_candidates(best):
+            budget -= 1
+            got = run_one(cand)
+            if failing <= {v.invariant for v in got}:
+                best, best_v, progress = cand, got, True
+                break
+            if budget <= 0:
+                break
+    return best, best_v
+
+
+def run_seeds(seeds: Iterable[int], *, do_shrink: bool = True, progress: bool = False) -> list[Outcome]:
+    outcomes: list[Outcome] = []
+    for n, seed in enumerate(seeds):
+        sc = generate(seed)
+        t0 = time.perf_counter()
+        violations = run_one(sc)
+        outcome = Outcome(sc, violations, time.perf_counter() - t0)
+        if violations and do_shrink:
+            outcome.shrunk, outcome.shrunk_violations = shrink(sc, outcome.invariants)
+        outcomes.append(outcome)
+        if progress and (n + 1) % 100 == 0:
+            bad = sum(1 for o in outcomes if o.violations)
+            print(f"  ... {n + 1} seeds, {bad} failing", file=sys.stderr, flush=True)
+    return outcomes
+
+
+def table(outcomes: list[Outcome]) -> str:
+    n = len(outcomes)
+    by_inv = Counter(inv for o in outcomes for inv in o.invariants)
+    total = sum(1 for o in outcomes if o.violations)
+    width = max(len(k) for k in INVARIANTS)
+    lines = [f"{'invariant':<{width}}  seeds violating (of {n})"]
+    for name in INVARIANTS:
+        lines.append(f"{name:<{width}}  {by_inv.get(name, 0)}")
+    lines.append(f"{'ANY':<{width}}  {total}")
+    return "\n".join(lines)
+
+
+def report(outcomes: list[Outcome], seeds_arg: str) -> str:
+    secs = sum(o.seconds for o in outcomes)
+    head = (
+        f"livekit-agents {version('livekit-agents')}, seeds {seeds_arg}: N={len(outcomes)}, "
+        f"{secs:.1f}s in scenarios"
+    )
+    parts = [head, table(outcomes)]
+    for o in outcomes:
+        if not o.violations:
+            continue
+        parts.append(f"\nseed {o.scenario.seed} FAILED: python -m tests.stress --replay {o.scenario.seed}")
+        for v in o.violations[:5]:
+            parts.append(f"  {v.invariant}: {v.detail}")
+        if o.shrunk is not None:
+            parts.append("  shrunk to: " + o.shrunk.describe().replace("\n", "\n  "))
+    return "\n".join(parts)
+
+
+def to_json(outcomes: list[Outcome], seeds_arg: str) -> dict[str, Any]:
+    return {
+        "livekit_agents": version("livekit-agents"),
+        "seeds": seeds_arg,
+        "n": len(outcomes),
+        "failing": sum(1 for o in outcomes if o.violations),
+        "by_invariant": dict(Counter(inv for o in outcomes for inv in o.invariants)),
+        "failures": [
+            {
+                "seed": o.scenario.seed,
+                "replay": f"python -m tests.stress --replay {o.scenario.seed}",
+                "violations": [[v.invariant, v.detail] for v in o.violations],
+                "scenario": o.scenario.to_json(),
+                "shrunk": o.shrunk.to_json() if o.shrunk else None,
+            }
+            for o in outcomes
+            if o.violations
+        ],
+    }
+
+
+def parse_seeds(text: str) -> range:
+    lo, _, hi = text.partition(":")
+    return range(int(lo), int(hi)) if hi else range(int(lo), int(lo) + 1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tests.stress", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seeds", default="0:200", help="START:STOP (half-open) or one seed")
+    ap.add_argument("--replay", type=int, help="run one seed, print its scenario and violations")
+    ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--no-shrink", action="store_true", help="do not minimise failing scenarios")
+    args = ap.parse_args(argv)
+    # the livekit loggers are captured per scenario; keep WARNINGs from reaching stderr
+    logging.getLogger("livekit").addHandler(logging.NullHandler())
+    logging.getLogger("livekit").propagate = False
+
+    seeds_arg = str(args.replay) if args.replay is not None else args.seeds
+    seeds = parse_seeds(seeds_arg)
+    if args.replay is not None:
+        print(generate(args.replay).describe())
+    outcomes = run_seeds(seeds, do_shrink=not args.no_shrink, progress=len(seeds) >= 500)
+    print(report(outcomes, seeds_arg))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(to_json(outcomes, seeds_arg), f, indent=1)
+    return 1 if any(o.violations for o in outcomes) else 0
