@@ -34,6 +34,13 @@ def cached_path(pkg: Package) -> Path:
     return cache_dir() / "sdists" / pkg.sdist
 
 
+def _expected_from(pkg: Package) -> str:
+    """Where the expected hash comes from: our pin, or the index (for another release)."""
+    if f'version = "{pkg.version}"' in pkg.pin_file.read_text():
+        return f"{pkg.pin_file.relative_to(pkg.root)} pins"
+    return f"the package index publishes for {pkg.version}"
+
+
 def fetch(pkg: Package, *, index: str | None = None, log: bool = True) -> Path:
     """The verified sdist in the cache, downloading it if needed. Never leaves a bad file cached."""
     path = cached_path(pkg)
@@ -53,8 +60,7 @@ def fetch(pkg: Package, *, index: str | None = None, log: bool = True) -> Path:
     found = index_client.find_sdist(pkg.distribution, pkg.sdist, pkg.version, index)
     if found.sha256 and found.sha256 != pkg.sha256:
         raise ForkError(
-            f"{pkg.sdist}: sha256 mismatch: the index has {found.sha256}, "
-            f"{pkg.pin_file.relative_to(pkg.root)} pins {pkg.sha256}"
+            f"{pkg.sdist}: sha256 mismatch: the index has {found.sha256}, {_expected_from(pkg)} {pkg.sha256}"
         )
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
@@ -65,8 +71,7 @@ def fetch(pkg: Package, *, index: str | None = None, log: bool = True) -> Path:
         got = sha256_of(part)
         if got != pkg.sha256:
             raise ForkError(
-                f"{pkg.sdist}: sha256 mismatch: downloaded {got}, "
-                f"{pkg.pin_file.relative_to(pkg.root)} pins {pkg.sha256}"
+                f"{pkg.sdist}: sha256 mismatch: downloaded {got}, {_expected_from(pkg)} {pkg.sha256}"
             )
         os.replace(part, path)
     return path
