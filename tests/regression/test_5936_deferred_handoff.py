@@ -19,7 +19,7 @@ from collections import defaultdict
 from typing import Any, Literal
 
 import pytest
-from livekit.agents import Agent, AgentSession, RunContext, RunResult, function_tool, llm
+from livekit.agents import Agent, AgentSession, AgentTask, RunContext, RunResult, function_tool, llm
 from livekit.agents.llm import ToolFlag
 from livekit.agents.llm.async_toolset import AsyncToolset
 from livekit.agents.voice.events import FunctionToolsExecutedEvent, ToolCallEnded
@@ -33,7 +33,9 @@ from tests.fakes import (
     LLMCall,
     MakeSession,
     Reply,
+    RTGeneration,
     ScriptedLLM,
+    ScriptedRealtimeModel,
     bounded,
     tool_call,
     wait_for_event,
@@ -651,3 +653,233 @@ async def test_returned_output_is_voiced_once_by_the_leaving_agent(
 
     await bounded(session.run(user_input="Is it sunny?"), what="next turn")
     assert [c.instructions for c in fake.calls] == [FRONT, FRONT, FRONT, WEATHER]
+
+
+# -- realtime models, returns that come in together, an owner paused under an inline task --
+
+
+def rt_answer(journal: Journal) -> Any:
+    """Realtime fallback: record which agent asked (by its instructions), answer in its voice."""
+
+    def answer(gen: RTGeneration) -> str:
+        journal.events.append(f"reply {gen.instructions}")
+        return {FRONT: HOLD_ON_REPLY, WEATHER: "Weather desk here."}.get(gen.instructions or "", "")
+
+    return answer
+
+
+@BUG
+@pytest.mark.parametrize("auto_reply", [False, True], ids=["requested_reply", "auto_reply"])
+@pytest.mark.parametrize("say", [None, TRANSFER_TEXT], ids=["bare", "with_output"])
+async def test_realtime_handoff_after_the_reply_to_the_update(
+    make_session: MakeSession, error_logs: ErrorLogCapture, auto_reply: bool, say: str | None
+) -> None:
+    # the tool returns at once after its update: the handoff must still wait for the leaving
+    # agent's answer to that update, which a realtime activity schedules only after it sent
+    # the update's output to the model
+    journal = Journal(say=say)
+    journal.tool_gate.open()
+    front, kwargs = build(journal, "method")
+    model = ScriptedRealtimeModel(
+        [ask_weather()], fallback=rt_answer(journal), auto_tool_reply_generation=auto_reply
+    )
+    session = await make_session(front, llm=model, **kwargs)
+
+    await bounded(session.run(user_input="What's the weather in Paris?"), what="weather turn")
+    await bounded(journal.entered["weather"].wait(), what="weather desk on_enter")
+
+    weather = journal.weather
+    assert weather is not None
+    assert session.current_agent is weather
+    assert handoffs(session) == [(None, front.id), (front.id, weather.id)]
+    # the answer to the update comes before the front desk leaves. With an output to voice, the
+    # leaving agent says it once more while it drains, as for an inline (Agent, str); an auto
+    # replying model may also answer the pushed return itself, before the handoff
+    events = journal.events
+    assert events[0] == "enter front" and events[-1] == "enter weather", events
+    exit_at = events.index("exit front")
+    assert f"reply {FRONT}" in events[:exit_at], events
+    assert events[exit_at:].count(f"reply {FRONT}") == (0 if say is None else 1), events
+    assert_final_pair(session, say or "")
+    assert not error_logs.records
+
+
+class OrderDesk(Reception):
+    """Two async tools in one turn: a handoff and an order lookup, held by the test."""
+
+    def __init__(self, journal: Journal, order_gate: Gate, *, second_handoff: bool) -> None:
+        super().__init__(journal)
+        self.order_gate = order_gate
+        self.second_handoff = second_handoff
+
+    @function_tool
+    async def get_weather(self, ctx: RunContext) -> Agent:
+        """Look up the weather."""
+        await ctx.update(HOLD_ON)
+        await self.journal.tool_gate.wait()
+        # built from the front desk's context, so it carries the conversation on
+        self.journal.weather = WeatherDesk(self.journal)
+        await self.journal.weather.update_chat_ctx(self.chat_ctx)
+        return self.journal.weather
+
+    @function_tool
+    async def check_order(self, ctx: RunContext) -> Agent | str:
+        """Check the order, or go to billing about it."""
+        await ctx.update("Checking your order")
+        await self.order_gate.wait()
+        return BillingDesk(self.journal) if self.second_handoff else "Order 42 shipped"
+
+
+@BUG
+@pytest.mark.parametrize("second", ["handoff", "text"])
+async def test_returns_that_come_in_together_hand_off_once(
+    make_session: MakeSession,
+    error_logs: ErrorLogCapture,
+    caplog: pytest.LogCaptureFixture,
+    second: str,
+) -> None:
+    # both tools return while the front desk still answers their updates: their results are
+    # delivered together. The first return hands off, as it would have on its own; a second
+    # agent is dropped with a warning, a text result goes to the arriving agent unvoiced (#5150)
+    caplog.set_level(logging.WARNING, logger="livekit.agents")
+    journal = Journal()
+    order_gate = Gate("check_order")
+    front = OrderDesk(journal, order_gate, second_handoff=second == "handoff")
+    llm_gate = Gate("reply to the updates")
+    both = Reply(
+        tool_calls=[tool_call("get_weather", call_id=CALL_ID), tool_call("check_order", call_id="call_order")]
+    )
+    fake = ScriptedLLM([both, Reply(HOLD_ON_REPLY, first_token_delay=llm_gate.wait)], fallback=by_agent)
+    session = await make_session(front, llm=fake)
+    observed = Observed(session)
+
+    run: RunResult[Any] = session.run(user_input="Weather, and where is my order?")
+    await llm_gate.reached()
+    assert_returned(await release_tool(session, journal))
+    order_ended = asyncio.ensure_future(
+        wait_for_event(
+            session,
+            "tool_execution_updated",
+            lambda ev: ev.update.type == "tool_call_ended" and ev.update.call_id == "call_order",
+        )
+    )
+    order_gate.open()
+    assert (await bounded(order_ended, what="check_order ended")).update.status == "done"
+    assert session.current_agent is front
+
+    llm_gate.open()
+    await bounded(run, what="weather and order turn")
+    await bounded(journal.entered["weather"].wait(), what="weather desk on_enter")
+
+    weather = journal.weather
+    assert weather is not None
+    assert session.current_agent is weather
+    assert journal.events == ["enter front", "exit front", "enter weather"]
+    assert handoffs(session) == [(None, front.id), (front.id, weather.id)]
+    assert_flagged_event(observed)
+    # the front desk answered the updates, and said nothing more
+    assert [c.instructions for c in fake.calls] == [FRONT, FRONT]
+    order_out = [
+        i
+        for i in session.history.items
+        if i.type == "function_call_output" and i.call_id == "call_order_final"
+    ]
+    assert len(order_out) == 1
+    warned = [r.getMessage() for r in caplog.records if "only the first one hands off" in r.getMessage()]
+    if second == "handoff":
+        assert len(warned) == 1, [r.getMessage() for r in caplog.records]
+    else:
+        assert not warned
+        assert order_out[0].output == "Order 42 shipped"
+        # the arriving agent, built from the front desk's context, knows the order result
+        assert any(i.id == order_out[0].id for i in weather.chat_ctx.items)
+    assert not error_logs.records, [r.getMessage() for r in error_logs.records]
+
+
+NAME_TASK = "You take the caller's name."
+
+
+class TakeName(AgentTask[str]):
+    def __init__(self, journal: Journal) -> None:
+        super().__init__(instructions=NAME_TASK)
+        self.journal = journal
+
+    async def on_enter(self) -> None:
+        self.journal.events.append("enter name")
+        self.journal.entered["name"].set()
+
+    async def on_exit(self) -> None:
+        self.journal.events.append("exit name")
+
+
+class NameDesk(FrontDesk):
+    """The front desk can also take the caller's name with an inline task."""
+
+    def __init__(self, journal: Journal) -> None:
+        super().__init__(journal)
+        self.name_task: TakeName | None = None
+
+    @function_tool
+    async def take_name(self) -> str:
+        """Take the caller's name."""
+        self.name_task = TakeName(self.journal)
+        return f"The caller is {await self.name_task}"
+
+
+@BUG
+@pytest.mark.parametrize("owner", ["resumes", "closes"])
+async def test_owner_paused_under_an_inline_task(
+    make_session: MakeSession,
+    error_logs: ErrorLogCapture,
+    caplog: pytest.LogCaptureFixture,
+    owner: str,
+) -> None:
+    # the tool returns while its agent is paused under an inline AgentTask: the handoff waits
+    # for that agent to resume, and is dropped if the agent closes instead
+    caplog.set_level(logging.WARNING, logger="livekit.agents")
+    journal = Journal()
+    front = NameDesk(journal)
+
+    def answer(call: LLMCall) -> str:
+        return "Thank you, Ada." if call.instructions == FRONT else by_agent(call)
+
+    take_name = Reply(tool_calls=[tool_call("take_name", call_id="call_name")])
+    fake = ScriptedLLM([ask_weather(), HOLD_ON_REPLY, take_name], fallback=answer)
+    session = await make_session(front, llm=fake)
+
+    await ask_and_hold(session, journal)
+    name_run: RunResult[Any] = session.run(user_input="Take my name, please.")
+    await bounded(journal.entered["name"].wait(), what="name task on_enter")
+    task = front.name_task
+    assert task is not None
+
+    assert_returned(await release_tool(session, journal))
+    # the owner is paused: nothing changes while the task runs
+    assert session.current_agent is task
+    assert journal.events == ["enter front", "enter name"]
+
+    if owner == "resumes":
+        task.complete("Ada")
+        await bounded(name_run, what="name turn")
+        await bounded(journal.entered["weather"].wait(), what="weather desk on_enter")
+        weather = journal.weather
+        assert weather is not None
+        assert session.current_agent is weather
+        assert journal.events == ["enter front", "enter name", "exit name", "exit front", "enter weather"]
+        assert handoffs(session)[-1] == (front.id, weather.id)
+        # the resumed front desk answered its own tool before it left
+        assert spoken(session)[-1] == "Thank you, Ada."
+        assert not [r for r in caplog.records if DROPPED_WARNING in r.getMessage()]
+    else:
+        billing = BillingDesk(journal)
+        session.update_agent(billing)
+        await bounded(journal.entered["billing"].wait(), what="billing desk on_enter")
+        await bounded(name_run, what="name turn")
+        assert session.current_agent is billing
+        assert "enter weather" not in journal.events
+        assert journal.events[-1] == "enter billing"
+        assert journal.events.count("exit front") == 1
+        assert [h for h in handoffs(session) if h[1] == billing.id] != []
+        warnings = [r for r in caplog.records if DROPPED_WARNING in r.getMessage()]
+        assert len(warnings) == 1, [r.getMessage() for r in caplog.records]
+    assert not error_logs.records, [r.getMessage() for r in error_logs.records]
