@@ -115,6 +115,8 @@ if __name__ == "__main__":
             {
                 "handoff_last/first": "<= 1.2",
                 "handoff_mem_growth_kib": "bounded",
+                "activities_alive_after_handoffs": "1 (the current one)",
+                "speech_handles_alive_after_handoffs": "0",
                 "turns_500_wall_s": "fork/stock 1.00 +- 0.03",
             },
         )
