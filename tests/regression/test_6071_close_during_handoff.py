@@ -1,0 +1,112 @@
+"""``session.aclose()`` while a handoff closes the leaving agent: its ``on_exit`` runs twice.
+
+No upstream issue reports this; the closest is livekit/agents#6071, the close of a session
+racing an agent transition. A tool hands off (returns the next agent); the handoff drains the
+leaving agent (its ``on_exit`` runs) and then closes its activity, here slowed down by the
+agent's own toolset, whose ``aclose()`` takes a while (an MCP-like connection). The
+application closes the session in that window. Stock 1.8.9 runs the leaving agent's
+``on_exit`` a second time: the session close took the activity before the handoff replaced
+it, and drains it once the handoff's close of it is done, which forgot that ``on_exit`` had
+already run. The fork's drain leaves a closed activity alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from livekit.agents import Agent, function_tool, llm
+
+from tests.fakes import (
+    Gate,
+    LLMCall,
+    MakeSession,
+    Reply,
+    RTGeneration,
+    ScriptedLLM,
+    ScriptedRealtimeModel,
+    bounded,
+    tool_call,
+)
+
+BUG = pytest.mark.upstream_bug("livekit/agents#6071")
+
+DESK = "You are the front desk."
+BILLING = "You are the billing desk."
+
+
+class SlowToClose(llm.Toolset):
+    """An agent-scoped toolset whose connection takes a while to close."""
+
+    def __init__(self, gate: Gate) -> None:
+        super().__init__(id="crm")
+        self.gate = gate
+
+    async def aclose(self) -> None:
+        await self.gate.wait()
+        await super().aclose()
+
+
+class Desk(Agent):
+    def __init__(self, events: list[str], *, name: str, instructions: str, tools: list[Any]) -> None:
+        super().__init__(instructions=instructions, tools=tools)
+        self.events = events
+        self.name = name
+        self.billing: Desk | None = None
+
+    async def on_enter(self) -> None:
+        self.events.append(f"enter {self.name}")
+
+    async def on_exit(self) -> None:
+        self.events.append(f"exit {self.name}")
+
+    @function_tool
+    async def to_billing(self) -> tuple[Agent, str]:
+        """Hand the caller to the billing desk."""
+        self.billing = Desk(self.events, name="billing", instructions=BILLING, tools=[])
+        return self.billing, "Transferring you to billing"
+
+
+def answer(request: LLMCall | RTGeneration) -> str:
+    return f"answer of {request.instructions}"
+
+
+def make_model(kind: str) -> ScriptedLLM | ScriptedRealtimeModel:
+    script = [Reply(tool_calls=[tool_call("to_billing")])]
+    if kind == "pipeline":
+        return ScriptedLLM(script, fallback=answer)
+    reuse = kind == "realtime-reused"
+    return ScriptedRealtimeModel(
+        script,
+        fallback=answer,
+        mutable_chat_context=reuse,
+        mutable_instructions=reuse,
+        mutable_tools=reuse,
+    )
+
+
+@BUG
+@pytest.mark.parametrize("kind", ["pipeline", "realtime-reused", "realtime-replaced"])
+async def test_close_while_the_handoff_closes_the_leaving_agent(make_session: MakeSession, kind: str) -> None:
+    closing_gate = Gate("crm aclose")
+    events: list[str] = []
+    desk = Desk(events, name="desk", instructions=DESK, tools=[SlowToClose(closing_gate)])
+    session = await make_session(desk, llm=make_model(kind))
+
+    run = asyncio.ensure_future(session.run(user_input="I have a billing question"))
+    run.add_done_callback(lambda f: f.cancelled() or f.exception())  # the close ends it
+    # the desk has exited and the handoff is closing its activity
+    await closing_gate.reached()
+    assert events == ["enter desk", "exit desk"]
+
+    # the close, scheduled first, takes the desk's activity, which the handoff is still closing,
+    # and waits for it
+    close = asyncio.ensure_future(session.aclose())
+    closing_gate.open()
+    await bounded(close, what="AgentSession.aclose during the handoff")
+    await bounded(asyncio.wait([run]), what="session.run() ended by the close")
+
+    # the desk exited once; billing never started, the session was closing
+    assert events == ["enter desk", "exit desk"]
+    assert desk.billing is not None
