@@ -1,0 +1,136 @@
+"""livekit/agents#4746 (closest related; no upstream issue names this exact race): the
+application calls ``session.update_agent()`` while an agent's tool is starting an inline
+``AgentTask``, before the task's activity took over.
+
+No inline task is current yet, so the handoff ends none; the task runs and completes, and
+its await finds the session on another agent: "<task> completed, but the agent has changed
+in the meantime", and it closes the agent that awaited it. Stock 1.8.9 closes that agent's
+activity from inside that agent's own tool, and ``AgentActivity.aclose()`` waits for the
+activity's running tools, the closing one included: the tool waits for itself. ``run()``
+never returns, the tool never gets the task's result, and tearing the event loop down
+recurses through the cancellation of that self-wait until ``RecursionError`` (the stress
+harness's seeds 763, 831, 867 on stock, 1315 on the fork). The fork's tool executor never
+waits for (nor cancels) the tool that closes it, and the left agent exits as an agent
+handed off from does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from livekit.agents import Agent, AgentTask, function_tool
+
+from tests.fakes import (
+    MakeSession,
+    Reply,
+    RTGeneration,
+    ScriptedRealtimeModel,
+    ScriptedRealtimeSession,
+    bounded,
+    tool_call,
+)
+
+BUG = pytest.mark.upstream_bug("livekit/agents#4746")
+
+DESK = "You are the front desk."
+OTHER = "You are the other desk."
+RUN_BOUND = 2.5
+
+
+class Journal:
+    def __init__(self) -> None:
+        self.events: list[str] = []
+        self.results: list[str] = []
+
+
+class LookupTask(AgentTask[str]):
+    def __init__(self, journal: Journal) -> None:
+        super().__init__(instructions="You look up a record.")
+        self.journal = journal
+
+    async def on_enter(self) -> None:
+        self.journal.events.append("enter lookup")
+        self.complete("record 1")
+
+    async def on_exit(self) -> None:
+        self.journal.events.append("exit lookup")
+
+
+class Named(Agent):
+    def __init__(self, journal: Journal, name: str, instructions: str) -> None:
+        super().__init__(instructions=instructions)
+        self.journal = journal
+        self.name = name
+
+    async def on_enter(self) -> None:
+        self.journal.events.append(f"enter {self.name}")
+
+    async def on_exit(self) -> None:
+        self.journal.events.append(f"exit {self.name}")
+
+
+class Desk(Named):
+    @function_tool
+    async def look_up(self) -> str:
+        """Look up the caller's record."""
+        result = await LookupTask(self.journal)
+        self.journal.results.append(result)
+        return result
+
+
+class Model(ScriptedRealtimeModel):
+    """Calls ``on_first_close`` when the first realtime session is closed: the desk's, which
+    a model that cannot be updated closes while the desk is paused for the task."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.on_first_close: Callable[[], None] | None = None
+
+    def session(self, *, turn_detection_disabled: bool = False) -> ScriptedRealtimeSession:
+        sess = super().session(turn_detection_disabled=turn_detection_disabled)
+        aclose = sess.aclose
+
+        async def watched() -> None:
+            if (hook := self.on_first_close) is not None:
+                self.on_first_close = None
+                hook()
+            await aclose()
+
+        sess.aclose = watched  # type: ignore[method-assign]
+        return sess
+
+
+def speaking(gen: RTGeneration) -> str:
+    return f"{gen.instructions} speaking"
+
+
+@BUG
+async def test_run_returns_and_the_left_agent_exits(make_session: MakeSession) -> None:
+    model = Model(
+        [Reply(tool_calls=[tool_call("look_up")])],
+        fallback=speaking,
+        mutable_chat_context=False,
+        mutable_instructions=False,
+        mutable_tools=False,
+    )
+    journal = Journal()
+    desk = Desk(journal, "desk", DESK)
+    other = Named(journal, "other", OTHER)
+    session = await make_session(desk, llm=model)
+    # the application hands off while the desk is being paused for the task
+    model.on_first_close = lambda: session.update_agent(other)
+
+    await bounded(session.run(user_input="look me up"), RUN_BOUND, what="session.run()")
+
+    assert session.current_agent is other
+    # the desk's tool got the task's result, and the desk left without answering it
+    assert journal.results == ["record 1"]
+    assert journal.events == ["enter desk", "enter lookup", "exit lookup", "exit desk", "enter other"]
+    assert [g.instructions for g in model.generations] == [DESK]
+
+    await bounded(session.run(user_input="hello"), RUN_BOUND, what="session.run() after the handoff")
+    assert model.generations[-1].instructions == OTHER
+    await bounded(session.aclose(), what="AgentSession.aclose")
+    assert journal.events[-1] == "exit other"
