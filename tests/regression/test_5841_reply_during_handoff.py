@@ -1,0 +1,157 @@
+"""livekit/agents#5841 (async tools): a result that comes back while its agent is handed off.
+
+The front desk's ``check_order`` tool reports progress with ``ctx.update()`` and returns later.
+Meanwhile the application hands the caller to the billing desk (``session.update_agent()``).
+If the tool returns while the front desk runs its ``on_exit()``, stock 1.8.9 has the front desk
+answer the result after that ``on_exit()``: the leaving activity looks idle and is not paused
+yet, so ``_ToolExecutor._deliver_reply()`` asks it for the reply and the drain lets it run. The
+fork waits for the handoff: a session-scoped tool's result is answered by the billing desk, an
+agent-scoped one is dropped with its activity (as upstream does when the activity closed
+first), and the front desk makes no request after its ``on_exit()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from livekit.agents import Agent, AgentSession, RunContext, function_tool, llm
+from livekit.agents.llm.async_toolset import AsyncToolset
+
+from tests.fakes import (
+    ErrorLogCapture,
+    Gate,
+    LLMCall,
+    MakeSession,
+    Reply,
+    ScriptedLLM,
+    bounded,
+    tool_call,
+    wait_for_event,
+)
+
+BUG = pytest.mark.upstream_bug("livekit/agents#5841")
+
+FRONT = "You are the front desk."
+BILLING = "You are the billing desk."
+CALL_ID = "call_order"
+FINAL_ID = f"{CALL_ID}_final"
+SHIPPED = "Order 42 shipped"
+
+
+class Journal:
+    def __init__(self) -> None:
+        self.events: list[str] = []
+        self.exiting = asyncio.Event()
+        self.exit_gate = Gate("front on_exit")
+        self.billing_entered = asyncio.Event()
+        self.tool_gate = Gate("check_order")
+
+
+class Front(Agent):
+    def __init__(self, journal: Journal, tools: list[Any]) -> None:
+        super().__init__(instructions=FRONT, tools=tools)
+        self.journal = journal
+
+    async def on_enter(self) -> None:
+        self.journal.events.append("enter front")
+
+    async def on_exit(self) -> None:
+        self.journal.events.append("exit front")
+        self.journal.exiting.set()
+        await self.journal.exit_gate.wait()
+        self.journal.events.append("exited front")
+
+
+class Billing(Agent):
+    def __init__(self, journal: Journal) -> None:
+        super().__init__(instructions=BILLING)
+        self.journal = journal
+
+    async def on_enter(self) -> None:
+        self.journal.events.append("enter billing")
+        self.journal.billing_entered.set()
+
+
+def order_tool(journal: Journal) -> llm.FunctionTool:
+    @function_tool(name="check_order")
+    async def check_order(ctx: RunContext) -> str:
+        """Check the caller's order."""
+        await ctx.update("Checking your order")
+        await journal.tool_gate.wait()
+        return SHIPPED
+
+    return check_order
+
+
+def is_final(ev: Any) -> bool:
+    return ev.update.type == "tool_call_ended" and ev.update.call_id == CALL_ID
+
+
+def is_reply_done(ev: Any) -> bool:
+    return (
+        ev.update.type == "tool_reply_updated"
+        and ev.update.status == "completed"
+        and FINAL_ID in ev.update.update_ids
+    )
+
+
+@BUG
+@pytest.mark.parametrize("scope", ["session_toolset", "agent_toolset"])
+async def test_result_returned_during_on_exit_is_not_answered_by_the_leaving_agent(
+    make_session: MakeSession, error_logs: ErrorLogCapture, scope: str
+) -> None:
+    journal = Journal()
+    toolset = AsyncToolset(id="orders", tools=[order_tool(journal)])
+    front = Front(journal, [toolset] if scope == "agent_toolset" else [])
+    kwargs: dict[str, Any] = {"tools": [toolset]} if scope == "session_toolset" else {}
+    calls_at_exit: list[int] = []
+
+    def answer(call: LLMCall) -> str:
+        return {FRONT: "Front desk here.", BILLING: "Billing here: your order shipped."}[
+            call.instructions or ""
+        ]
+
+    fake = ScriptedLLM([Reply(tool_calls=[tool_call("check_order", call_id=CALL_ID)])], fallback=answer)
+    session: AgentSession[Any] = await make_session(front, llm=fake, **kwargs)
+
+    await bounded(session.run(user_input="Where is my order?"), what="order turn")
+    await journal.tool_gate.reached()
+
+    billing = Billing(journal)
+    session.update_agent(billing)
+    await bounded(journal.exiting.wait(), what="front desk on_exit")
+    calls_at_exit.append(len(fake.calls))
+
+    # the tool returns while the front desk is in its on_exit
+    ended = asyncio.ensure_future(wait_for_event(session, "tool_execution_updated", is_final))
+    delivered = asyncio.ensure_future(wait_for_event(session, "tool_execution_updated", is_reply_done))
+    journal.tool_gate.open()
+    assert (await bounded(ended, what="check_order ended")).update.status == "done"
+    journal.exit_gate.open()
+    await bounded(journal.billing_entered.wait(), what="billing desk on_enter")
+
+    if scope == "session_toolset":
+        await bounded(delivered, what="the reply to the order result")
+    else:
+        delivered.cancel()
+    await bounded(session.run(user_input="Thanks."), what="next turn")
+
+    assert session.current_agent is billing
+    assert journal.events == ["enter front", "exit front", "exited front", "enter billing"]
+    # nothing on behalf of the front desk once its on_exit started
+    late = [c.instructions for c in fake.calls[calls_at_exit[0] :]]
+    assert FRONT not in late, late
+    outputs = [i for i in session.history.items if i.type == "function_call_output" and i.call_id == FINAL_ID]
+    assert len(outputs) == 1 and outputs[0].output == SHIPPED
+    if scope == "session_toolset":
+        # the billing desk answered the result, then the next turn
+        assert late == [BILLING, BILLING], late
+        answered = fake.calls[calls_at_exit[0]]
+        assert any(
+            i.type == "function_call_output" and i.call_id == FINAL_ID for i in answered.chat_ctx.items
+        )
+    else:
+        assert late == [BILLING], late
+    assert not error_logs.records, [r.getMessage() for r in error_logs.records]
