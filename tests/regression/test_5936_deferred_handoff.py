@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
+from collections.abc import Iterator
 from typing import Any, Literal
 
 import pytest
@@ -192,6 +193,23 @@ class Observed:
             for u in self.updates
             if u.type == "tool_reply_updated" and u.status == "completed" and FINAL_ID in u.update_ids
         ]
+
+
+@pytest.fixture
+def dropped() -> Iterator[asyncio.Event]:
+    """Set when the fork's "dropping the agent handoff" warning is logged."""
+    seen = asyncio.Event()
+
+    class _Watch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if DROPPED_WARNING in record.getMessage():
+                seen.set()
+
+    watch = _Watch(logging.WARNING)
+    logger = logging.getLogger("livekit.agents")
+    logger.addHandler(watch)
+    yield seen
+    logger.removeHandler(watch)
 
 
 def is_tool_ended(ev: Any) -> bool:
@@ -448,6 +466,7 @@ async def test_agent_scoped_handoff_of_a_replaced_agent_is_dropped(
     make_session: MakeSession,
     error_logs: ErrorLogCapture,
     caplog: pytest.LogCaptureFixture,
+    dropped: asyncio.Event,
     scope: Scope,
     returns: str,
 ) -> None:
@@ -472,6 +491,8 @@ async def test_agent_scoped_handoff_of_a_replaced_agent_is_dropped(
         await bounded(journal.exited["front"].wait(), what="front desk on_exit")
         await release_tool(session, journal)
     await bounded(journal.entered["billing"].wait(), what="billing desk on_enter")
+    # the return is dropped once the handoff that replaced its agent is done
+    await bounded(dropped.wait(), what="the dropped-handoff warning")
 
     assert session.current_agent is billing
     assert journal.events == ["enter front", "exit front", "enter billing"]
