@@ -42,8 +42,8 @@ stress:  ## random handoff schedules: make stress SEEDS=0:10000 (replay: python 
 stress-stock:  ## the same schedules on stock upstream, for the comparison in docs/stress.md
 	$(STOCK_PY) -m tests.stress --seeds $(or $(SEEDS),0:1000) --no-shrink
 
-stress-ci:  ## the 200 CI seeds as a test (not yet in `make test`: the fork is not at 0)
-	LKFORK_STRESS=1 $(FORK_PY) -m pytest tests/stress -q
+stress-ci:  ## the 200 CI seeds as a test (also part of `make test`)
+	$(FORK_PY) -m pytest --lk-env fork tests/stress -q
 
 bench:  ## every fork-vs-stock benchmark; writes docs/benchmarks.md
 	$(FORK_PY) -m benchmarks
