@@ -149,10 +149,12 @@ class World:
                 self.answered.add(turn)
                 batch = self.sc.turns[turn].tools
                 if batch:
+                    call_ids = [f"c{turn}_{k}" for k in range(len(batch))]
+                    self.probe.issued.update(dict.fromkeys(call_ids, asker))
                     return Reply(
                         tool_calls=[
-                            tool_call(f"tool_{k}", {"step": f"t{turn}s{k}"}, call_id=f"c{turn}_{k}")
-                            for k in range(len(batch))
+                            tool_call(f"tool_{k}", {"step": f"t{turn}s{k}"}, call_id=call_id)
+                            for k, call_id in enumerate(call_ids)
                         ]
                     )
         return Reply(text=f"{asker} says ok")

@@ -21,9 +21,9 @@ INVARIANTS: dict[str, str] = {
     "no_generation_after_exit": "no LLM / realtime generate_reply request on behalf of an agent "
     "after its on_exit finished, unless it continues a speech created before that on_exit started "
     "(drain() awaits on_exit, then lets the queued speech finish: upstream's documented order)",
-    "leaving_agent_silent": "once its on_exit started, an agent answers a batch in which a tool "
-    "returned an agent only to voice a handoff message ((Agent, str)), never the siblings' results "
-    "alone (#5150)",
+    "leaving_agent_silent": "once its on_exit started, an agent answers a batch of its own in which "
+    "a tool returned the agent that took over from it only to voice a handoff message "
+    "((Agent, str)), never the siblings' results alone (#5150)",
     "one_output_per_call": "every function_call in session.history has exactly one "
     "function_call_output with its call_id, and every output has its call",
     "unique_item_ids": "no two items of session.history share an id",
@@ -86,6 +86,8 @@ class Probe:
     """speech id -> seq of its ``speech_created`` event"""
     handoff_calls: dict[str, str] = field(default_factory=dict)
     """call id (``<id>_final`` for deferred returns) -> id of the agent that tool call returned"""
+    issued: dict[str, str] = field(default_factory=dict)
+    """call id -> id of the agent the model issued it for (whose batch it is)"""
     tools_running: int = 0
     tools_idle: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -143,6 +145,17 @@ class Probe:
                 state[aid] = False
         return [aid for aid, live in state.items() if live]
 
+    def issuer(self, call_id: str) -> str | None:
+        """The agent whose batch a call (or the deferred return ``<id>_final`` of one) is in."""
+        return self.issued.get(call_id.removesuffix("_final"))
+
+    def successor(self, agent_id: str) -> str | None:
+        """The agent that took over from ``agent_id``: the first to enter after its on_exit."""
+        exit_at = next((seq for seq, aid, ev in self.events if aid == agent_id and ev == "exit"), None)
+        if exit_at is None:
+            return None
+        return next((aid for seq, aid, ev in self.events if seq > exit_at and ev == "enter"), None)
+
     def signature(self) -> tuple[int, ...]:
         return (self.seq, self.tools_running)
 
@@ -196,8 +209,17 @@ def check_late_generations(probe: Probe) -> list[Violation]:
             out.append(
                 Violation("no_generation_after_exit", f"{g.what} for {g.agent}: new speech after on_exit")
             )
-        # a handoff that took place: the agent its tool returned did enter
-        took_place = [c for c in g.answered if c in entered_via]
+        # a handoff of its own batch that took it out: the agent its tool returned entered
+        # next. Another agent's results in its context (a session-scoped tool delivers to the
+        # current agent), or its own in-flight reply after an unrelated handoff took it out
+        # first, are the drain order of any speech in flight, not #5150
+        took_place = [
+            c
+            for c in g.answered
+            if c in entered_via
+            and probe.issuer(c) == g.agent
+            and probe.handoff_calls[c] == probe.successor(g.agent)
+        ]
         if g.seq > exiting_at[g.agent] and took_place and not g.voices_handoff:
             out.append(
                 Violation(
