@@ -62,6 +62,23 @@ def test_reference_is_required(pytester: pytest.Pytester) -> None:
     result.stderr.fnmatch_lines(["*upstream_bug needs a reference like*"])
 
 
+@pytest.mark.parametrize(
+    ("ref", "accepted"),
+    [("not-yet: closed activities stay alive", True), ("not-yet", False), ("a leak", False)],
+)
+def test_unfiled_bug_names_what_breaks(pytester: pytest.Pytester, ref: str, accepted: bool) -> None:
+    pytester.makeini(_INI)
+    pytester.makepyfile(
+        test_unfiled=f"import pytest\n@pytest.mark.upstream_bug({ref!r})\ndef test_x():\n    assert False\n"
+    )
+    result = pytester.runpytest("-p", "tests.proof", "--prove")
+    if accepted:
+        assert result.ret == pytest.ExitCode.OK
+    else:
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        result.stderr.fnmatch_lines(["*or 'not-yet: <what breaks>'*"])
+
+
 def test_teardown_failure_counts_as_red(pytester: pytest.Pytester) -> None:
     pytester.makeini(_INI)
     pytester.makepyfile(
