@@ -12,9 +12,11 @@ Import from here, e.g.::
 Modules: ``script`` (Reply, tool_call, script/exhaustion rules), ``llm`` (ScriptedLLM),
 ``realtime`` (ScriptedRealtimeModel/Session), ``audio`` (FakeTTS, FakeAudioOutput,
 RecordingTextOutput), ``session`` (offline AgentSession setup), ``sync`` (bounded waits, Gate),
-``hygiene`` (the per-test checks wired up in ``tests/conftest.py``).
+``agents`` (Journal, and agents and tasks that journal their on_enter/on_exit), ``hygiene`` (the
+per-test checks wired up in ``tests/conftest.py``).
 """
 
+from .agents import Journal, Journaling, JournalingAgent, JournalingTask
 from .audio import FakeAudioOutput, FakeTTS, PlayedSegment, RecordingTextOutput
 from .hygiene import HYGIENE_KEY, ErrorLogCapture, SessionTracker
 from .llm import LLMCall, ScriptedLLM, current_agent, snapshot_chat_ctx
@@ -38,6 +40,10 @@ __all__ = [
     "FakeAudioOutput",
     "FakeTTS",
     "Gate",
+    "Journal",
+    "Journaling",
+    "JournalingAgent",
+    "JournalingTask",
     "LLMCall",
     "MakeSession",
     "PlayedSegment",

@@ -14,6 +14,8 @@ from tests.fakes import (
     FakeAudioOutput,
     FakeTTS,
     Gate,
+    Journal,
+    JournalingAgent,
     LLMCall,
     RecordingTextOutput,
     Reply,
@@ -229,6 +231,35 @@ async def test_audio_realtime_playout_can_be_interrupted() -> None:
     assert handle.interrupted
     (segment,) = out.segments
     assert segment.interrupted and segment.position < segment.duration
+
+
+# -- journaling agents --
+
+
+class JournaledTriage(JournalingAgent):
+    @function_tool
+    async def transfer(self) -> Agent:
+        """Transfer to billing."""
+        return JournalingAgent(self.journal, name="billing", instructions="billing")
+
+
+async def test_journaling_agents_record_enter_and_exit_in_order() -> None:
+    journal = Journal()
+    journal.exit_gates["triage"] = gate = Gate("triage on_exit")
+    fake = ScriptedLLM([Reply(tool_calls=[tool_call("transfer")])], fallback=lambda c: "billing here")
+    async with running_session(
+        JournaledTriage(journal, name="triage", instructions="triage"), llm=fake
+    ) as session:
+        run: RunResult[Any] = session.run(user_input="billing please")
+        await bounded(journal.exiting["triage"].wait())
+        # the handoff waits for the triage agent's on_exit, held on its exit gate
+        await gate.reached()
+        assert journal.events == ["enter triage", "exit triage"] and not journal.exited["triage"].is_set()
+        gate.open()
+        await bounded(run)
+        assert journal.exited["triage"].is_set() and journal.entered["billing"].is_set()
+        assert journal.events == ["enter triage", "exit triage", "enter billing"]
+    assert journal.events[-1] == "exit billing"
 
 
 # -- sync helpers & hygiene building blocks --
