@@ -18,9 +18,19 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from livekit.agents import Agent, AgentSession, AgentTask, function_tool
+from livekit.agents import AgentSession, function_tool
 
-from tests.fakes import MakeSession, Reply, RTGeneration, ScriptedRealtimeModel, bounded, tool_call
+from tests.fakes import (
+    Journal,
+    JournalingAgent,
+    JournalingTask,
+    MakeSession,
+    Reply,
+    RTGeneration,
+    ScriptedRealtimeModel,
+    bounded,
+    tool_call,
+)
 
 BUG = pytest.mark.upstream_bug("livekit/agents#4115")
 
@@ -28,39 +38,22 @@ DESK = "You are the front desk."
 RUN_BOUND = 2.5
 
 
-class Journal:
-    def __init__(self) -> None:
-        self.events: list[str] = []
-        self.results: list[str] = []
-
-
-class LookupTask(AgentTask[str]):
+class LookupTask(JournalingTask[str]):
     """An inline task that already knows its answer: it completes in its on_enter."""
 
     def __init__(self, journal: Journal, n: int) -> None:
-        super().__init__(instructions=f"You look up record {n}.")
-        self.journal = journal
+        super().__init__(journal, name=f"lookup {n}", instructions=f"You look up record {n}.")
         self.n = n
 
     async def on_enter(self) -> None:
-        self.journal.events.append(f"enter lookup {self.n}")
+        await super().on_enter()
         self.complete(f"record {self.n}")
 
-    async def on_exit(self) -> None:
-        self.journal.events.append(f"exit lookup {self.n}")
 
-
-class Desk(Agent):
+class Desk(JournalingAgent):
     def __init__(self, journal: Journal) -> None:
-        super().__init__(instructions=DESK)
-        self.journal = journal
+        super().__init__(journal, name="desk", instructions=DESK)
         self.lookups = 0
-
-    async def on_enter(self) -> None:
-        self.journal.events.append("enter desk")
-
-    async def on_exit(self) -> None:
-        self.journal.events.append("exit desk")
 
     @function_tool
     async def look_up(self) -> str:

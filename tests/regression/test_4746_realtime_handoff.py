@@ -32,8 +32,11 @@ from typing import Any
 import pytest
 from livekit.agents import Agent, AgentSession, AgentTask, ToolError, function_tool, llm
 
+from tests import fakes
 from tests.fakes import (
     Gate,
+    JournalingAgent,
+    JournalingTask,
     LLMCall,
     MakeSession,
     Reply,
@@ -74,29 +77,22 @@ def outputs(session: AgentSession[Any]) -> dict[str, llm.FunctionCallOutput]:
 
 
 class Secondary(Agent):
-    def __init__(self, events: list[str], enter_gate: Gate) -> None:
+    def __init__(self, journal: fakes.Journal, enter_gate: Gate) -> None:
         super().__init__(instructions=SECONDARY)
-        self.events = events
+        self.journal = journal
         self.enter_gate = enter_gate
 
     async def on_enter(self) -> None:
         await self.enter_gate.wait()
-        self.events.append("enter secondary")
+        self.journal.on_enter("secondary")
 
 
-class Triage(Agent):
-    def __init__(self, events: list[str], *, say: str | None) -> None:
-        super().__init__(instructions=TRIAGE)
-        self.events = events
+class Triage(JournalingAgent):
+    def __init__(self, journal: fakes.Journal, *, say: str | None) -> None:
+        super().__init__(journal, name="triage", instructions=TRIAGE)
         self.say = say
         self.enter_gate = Gate("secondary on_enter")
         self.secondary: Secondary | None = None
-
-    async def on_enter(self) -> None:
-        self.events.append("enter triage")
-
-    async def on_exit(self) -> None:
-        self.events.append("exit triage")
 
     @function_tool
     async def save_data(self, value: str) -> str:
@@ -106,7 +102,7 @@ class Triage(Agent):
     @function_tool
     async def switch_to_secondary(self) -> Agent | tuple[Agent, str]:
         """Hand the conversation to the secondary agent."""
-        self.secondary = Secondary(self.events, self.enter_gate)
+        self.secondary = Secondary(self.journal, self.enter_gate)
         return (self.secondary, self.say) if self.say is not None else self.secondary
 
 
@@ -147,8 +143,8 @@ async def test_run_returns_once_the_arriving_agent_entered(
         mutable_instructions=reuse,
         mutable_tools=reuse,
     )
-    events: list[str] = []
-    triage = Triage(events, say=say)
+    journal = fakes.Journal()
+    triage = Triage(journal, say=say)
     session = await make_session(triage, llm=model)
 
     run = session.run(user_input="save x and move me on")
@@ -159,7 +155,7 @@ async def test_run_returns_once_the_arriving_agent_entered(
     await bounded(run, RUN_BOUND, what="session.run() after the handoff")
 
     assert session.current_agent is triage.secondary
-    assert events == ["enter triage", "exit triage", "enter secondary"]
+    assert journal.events == ["enter triage", "exit triage", "enter secondary"]
     assert set(outputs(session)) == set(calls)
     assert not records(caplog, TIMED_OUT)
     assert not [e for e in model.journal if e.after_close and e.kind == "call" and e.method != "aclose"]
@@ -182,16 +178,10 @@ GEMINI = "You are the Gemini desk."
 BACK = "Back to the front desk"
 
 
-class GeminiDesk(Agent):
+class GeminiDesk(JournalingAgent):
     def __init__(self, front: FrontDesk, model: ScriptedRealtimeModel) -> None:
-        super().__init__(instructions=GEMINI, llm=model)
+        super().__init__(front.journal, name="gemini", instructions=GEMINI, llm=model)
         self.front = front
-
-    async def on_enter(self) -> None:
-        self.front.events.append("enter gemini")
-
-    async def on_exit(self) -> None:
-        self.front.events.append("exit gemini")
 
     @function_tool
     async def back_to_front(self) -> tuple[Agent, str]:
@@ -199,18 +189,11 @@ class GeminiDesk(Agent):
         return self.front, BACK
 
 
-class FrontDesk(Agent):
-    def __init__(self, events: list[str], model: ScriptedRealtimeModel) -> None:
-        super().__init__(instructions=FRONT)
-        self.events = events
+class FrontDesk(JournalingAgent):
+    def __init__(self, journal: fakes.Journal, model: ScriptedRealtimeModel) -> None:
+        super().__init__(journal, name="front", instructions=FRONT)
         self.model = model
         self.gemini: GeminiDesk | None = None
-
-    async def on_enter(self) -> None:
-        self.events.append("enter front")
-
-    async def on_exit(self) -> None:
-        self.events.append("exit front")
 
     @function_tool
     async def to_gemini(self) -> Agent:
@@ -230,8 +213,8 @@ async def test_gemini_like_agent_hands_back_to_a_pipeline_agent_with_a_message(
         [Reply(tool_calls=[tool_call("back_to_front")])], fallback=auto_reply, **GEMINI_CAPABILITIES
     )
     front_llm = ScriptedLLM([Reply(tool_calls=[tool_call("to_gemini")])], fallback=lambda c: "front speaking")
-    events: list[str] = []
-    front = FrontDesk(events, gemini_model)
+    journal = fakes.Journal()
+    front = FrontDesk(journal, gemini_model)
     session = await make_session(front, llm=front_llm)
     await bounded(
         session.run(user_input="put me through to Gemini"), RUN_BOUND, what="session.run() to Gemini"
@@ -241,7 +224,7 @@ async def test_gemini_like_agent_hands_back_to_a_pipeline_agent_with_a_message(
     await bounded(session.run(user_input="back to the front desk"), RUN_BOUND, what="session.run() back")
 
     assert session.current_agent is front
-    assert events == ["enter front", "exit front", "enter gemini", "exit gemini", "enter front"]
+    assert journal.events == ["enter front", "exit front", "enter gemini", "exit gemini", "enter front"]
     assert outputs(session)["back_to_front"].output == BACK
     assert not records(caplog, TIMED_OUT)
     await bounded(session.run(user_input="thanks"), RUN_BOUND, what="session.run() after the hand back")
@@ -258,12 +241,12 @@ VERIFY = "You verify the caller."
 Request = LLMCall | RTGeneration
 
 
-class Journal:
-    """What the agents of one test did: lifecycle events and what each awaiting tool got."""
+class Journal(fakes.Journal):
+    """What the agents of one test did: lifecycle events and, in ``results``, what each
+    awaiting tool got (``(awaiting agent, result or ToolError)``)."""
 
     def __init__(self) -> None:
-        self.events: list[str] = []
-        self.results: list[tuple[str, object]] = []
+        super().__init__()
         self.new_desk: Desk | None = None
 
     def make_new_desk(self) -> Desk:
@@ -282,17 +265,11 @@ async def await_task(journal: Journal, awaiting: str, task: AgentTask[str]) -> s
     return answer
 
 
-class Desk(Agent):
+class Desk(JournalingAgent):
+    journal: Journal
+
     def __init__(self, journal: Journal, *, name: str = "desk", instructions: str = DESK) -> None:
-        super().__init__(instructions=instructions)
-        self.journal = journal
-        self.name = name
-
-    async def on_enter(self) -> None:
-        self.journal.events.append(f"enter {self.name}")
-
-    async def on_exit(self) -> None:
-        self.journal.events.append(f"exit {self.name}")
+        super().__init__(journal, name=name, instructions=instructions)
 
     @function_tool
     async def open_form(self) -> str:
@@ -300,17 +277,12 @@ class Desk(Agent):
         return await await_task(self.journal, self.name, FormTask(self.journal, desk=self))
 
 
-class FormTask(AgentTask[str]):
+class FormTask(JournalingTask[str]):
+    journal: Journal
+
     def __init__(self, journal: Journal, *, desk: Desk) -> None:
-        super().__init__(instructions=FORM)
-        self.journal = journal
+        super().__init__(journal, name="form", instructions=FORM)
         self.desk = desk
-
-    async def on_enter(self) -> None:
-        self.journal.events.append("enter form")
-
-    async def on_exit(self) -> None:
-        self.journal.events.append("exit form")
 
     @function_tool
     async def back_to_desk(self) -> Agent:
@@ -341,18 +313,13 @@ class FormTask(AgentTask[str]):
         return await await_task(self.journal, "form", VerifyTask(self.journal, desk=self.desk, form=self))
 
 
-class VerifyTask(AgentTask[str]):
+class VerifyTask(JournalingTask[str]):
+    journal: Journal
+
     def __init__(self, journal: Journal, *, desk: Desk, form: FormTask) -> None:
-        super().__init__(instructions=VERIFY)
-        self.journal = journal
+        super().__init__(journal, name="verify", instructions=VERIFY)
         self.desk = desk
         self.form = form
-
-    async def on_enter(self) -> None:
-        self.journal.events.append("enter verify")
-
-    async def on_exit(self) -> None:
-        self.journal.events.append("exit verify")
 
     @function_tool
     async def back_to_desk(self) -> Agent:

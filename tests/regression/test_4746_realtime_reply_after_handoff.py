@@ -15,12 +15,20 @@ reply, as it does for any tool still running when a handoff starts.
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
-from livekit.agents import Agent, AgentTask, function_tool, llm
+from livekit.agents import AgentTask, function_tool, llm
 
-from tests.fakes import Gate, MakeSession, Reply, RTGeneration, ScriptedRealtimeModel, bounded, tool_call
+from tests import fakes
+from tests.fakes import (
+    Gate,
+    JournalingAgent,
+    MakeSession,
+    Reply,
+    RTGeneration,
+    ScriptedRealtimeModel,
+    bounded,
+    tool_call,
+)
 
 BUG = pytest.mark.upstream_bug("livekit/agents#4746")
 
@@ -30,26 +38,14 @@ FORM = "You collect the form."
 TRANSITION = "An agent transition is in progress"
 
 
-class Journal:
+class Journal(fakes.Journal):
     def __init__(self) -> None:
-        self.events: list[str] = []
-        self.exiting: dict[str, asyncio.Event] = {}
+        super().__init__()
         self.tool_gate = Gate("open_form")
 
 
-class Desk(Agent):
-    def __init__(self, journal: Journal, *, name: str, instructions: str) -> None:
-        super().__init__(instructions=instructions)
-        self.journal = journal
-        self.name = name
-        journal.exiting[name] = asyncio.Event()
-
-    async def on_enter(self) -> None:
-        self.journal.events.append(f"enter {self.name}")
-
-    async def on_exit(self) -> None:
-        self.journal.events.append(f"exit {self.name}")
-        self.journal.exiting[self.name].set()
+class Desk(JournalingAgent):
+    journal: Journal
 
     @function_tool
     async def open_form(self) -> str:

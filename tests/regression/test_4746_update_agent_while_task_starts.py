@@ -20,9 +20,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from livekit.agents import Agent, AgentTask, function_tool
+from livekit.agents import function_tool
 
 from tests.fakes import (
+    Journal,
+    JournalingAgent,
+    JournalingTask,
     MakeSession,
     Reply,
     RTGeneration,
@@ -39,36 +42,17 @@ OTHER = "You are the other desk."
 RUN_BOUND = 2.5
 
 
-class Journal:
-    def __init__(self) -> None:
-        self.events: list[str] = []
-        self.results: list[str] = []
-
-
-class LookupTask(AgentTask[str]):
+class LookupTask(JournalingTask[str]):
     def __init__(self, journal: Journal) -> None:
-        super().__init__(instructions="You look up a record.")
-        self.journal = journal
+        super().__init__(journal, name="lookup", instructions="You look up a record.")
 
     async def on_enter(self) -> None:
-        self.journal.events.append("enter lookup")
+        await super().on_enter()
         self.complete("record 1")
 
-    async def on_exit(self) -> None:
-        self.journal.events.append("exit lookup")
 
-
-class Named(Agent):
-    def __init__(self, journal: Journal, name: str, instructions: str) -> None:
-        super().__init__(instructions=instructions)
-        self.journal = journal
-        self.name = name
-
-    async def on_enter(self) -> None:
-        self.journal.events.append(f"enter {self.name}")
-
-    async def on_exit(self) -> None:
-        self.journal.events.append(f"exit {self.name}")
+class Named(JournalingAgent):
+    """An agent that only journals its on_enter / on_exit."""
 
 
 class Desk(Named):
@@ -116,8 +100,8 @@ async def test_run_returns_and_the_left_agent_exits(make_session: MakeSession) -
         mutable_tools=False,
     )
     journal = Journal()
-    desk = Desk(journal, "desk", DESK)
-    other = Named(journal, "other", OTHER)
+    desk = Desk(journal, name="desk", instructions=DESK)
+    other = Named(journal, name="other", instructions=OTHER)
     session = await make_session(desk, llm=model)
     # the application hands off while the desk is being paused for the task
     model.on_first_close = lambda: session.update_agent(other)
