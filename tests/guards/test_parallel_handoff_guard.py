@@ -18,8 +18,10 @@ from typing import Any
 import pytest
 from livekit.agents import Agent, AgentSession, RunResult, function_tool
 
+from tests import fakes
 from tests.fakes import (
     Gate,
+    JournalingAgent,
     LLMCall,
     MakeSession,
     Reply,
@@ -34,11 +36,11 @@ NEW_INSTRUCTIONS = "You are the billing agent."
 NEW_AGENT_ANSWER = "Billing here, how can I help?"
 
 
-class Journal:
+class Journal(fakes.Journal):
     """Lifecycle events and per-tool completion signals shared by the agents of one test."""
 
     def __init__(self) -> None:
-        self.events: list[tuple[str, str]] = []
+        super().__init__()
         self.tool_returned: dict[str, asyncio.Event] = {
             "lookup": asyncio.Event(),
             "transfer": asyncio.Event(),
@@ -46,19 +48,12 @@ class Journal:
         self.gates: dict[str, Gate] = {}
 
     def count(self, event: str, agent: str) -> int:
-        return self.events.count((event, agent))
+        return self.events.count(f"{event} {agent}")
 
 
-class BillingAgent(Agent):
+class BillingAgent(JournalingAgent):
     def __init__(self, journal: Journal) -> None:
-        super().__init__(instructions=NEW_INSTRUCTIONS)
-        self._journal = journal
-
-    async def on_enter(self) -> None:
-        self._journal.events.append(("enter", "billing"))
-
-    async def on_exit(self) -> None:
-        self._journal.events.append(("exit", "billing"))
+        super().__init__(journal, name="billing", instructions=NEW_INSTRUCTIONS)
 
     @function_tool
     async def refund(self) -> str:
@@ -66,35 +61,30 @@ class BillingAgent(Agent):
         return "refunded"
 
 
-class TriageAgent(Agent):
+class TriageAgent(JournalingAgent):
+    journal: Journal
+
     def __init__(self, journal: Journal) -> None:
-        super().__init__(instructions=OLD_INSTRUCTIONS)
-        self._journal = journal
+        super().__init__(journal, name="triage", instructions=OLD_INSTRUCTIONS)
         self.billing: BillingAgent | None = None
 
-    async def on_enter(self) -> None:
-        self._journal.events.append(("enter", "triage"))
-
-    async def on_exit(self) -> None:
-        self._journal.events.append(("exit", "triage"))
-
     async def _maybe_hold(self, name: str) -> None:
-        if (gate := self._journal.gates.get(name)) is not None:
+        if (gate := self.journal.gates.get(name)) is not None:
             await gate.wait()
 
     @function_tool
     async def lookup(self) -> str:
         """Look up the customer's account."""
         await self._maybe_hold("lookup")
-        self._journal.tool_returned["lookup"].set()
+        self.journal.tool_returned["lookup"].set()
         return "account 42 is active"
 
     @function_tool
     async def transfer(self) -> Agent:
         """Transfer the customer to billing."""
         await self._maybe_hold("transfer")
-        self.billing = BillingAgent(self._journal)
-        self._journal.tool_returned["transfer"].set()
+        self.billing = BillingAgent(self.journal)
+        self.journal.tool_returned["transfer"].set()
         return self.billing
 
 
@@ -158,7 +148,7 @@ async def test_single_tool_handoff(make_session: MakeSession) -> None:
     fake = ScriptedLLM([Reply(tool_calls=[tool_call("transfer")])], fallback=answer_by_agent)
     triage = TriageAgent(journal)
     session = await make_session(triage, llm=fake)
-    assert journal.events == [("enter", "triage")]
+    assert journal.events == ["enter triage"]
 
     result: RunResult[Any] = await bounded(session.run(user_input="billing please"), what="first run")
     result.expect.contains_function_call(name="transfer")

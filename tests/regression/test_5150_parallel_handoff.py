@@ -17,10 +17,12 @@ import pytest
 from livekit.agents import Agent, AgentSession, RunResult, function_tool, llm
 from livekit.agents.voice.events import FunctionToolsExecutedEvent
 
+from tests import fakes
 from tests.fakes import (
     FakeAudioOutput,
     FakeTTS,
     Gate,
+    JournalingAgent,
     LLMCall,
     MakeSession,
     Reply,
@@ -38,38 +40,26 @@ LEAVING_REPLY = "triage agent speaking after the handoff"
 ARRIVING_REPLY = "secondary agent here"
 
 
-class Journal:
+class Journal(fakes.Journal):
     def __init__(self) -> None:
-        self.events: list[str] = []
+        super().__init__()
         self.gates: dict[str, Gate] = {}
         self.ended: dict[str, asyncio.Event] = {"save_data": asyncio.Event(), "switch": asyncio.Event()}
 
 
-class SecondaryAgent(Agent):
+class SecondaryAgent(JournalingAgent):
     def __init__(self, journal: Journal, chat_ctx: llm.ChatContext | None = None) -> None:
-        super().__init__(instructions=SECONDARY, chat_ctx=chat_ctx)
-        self.journal = journal
-
-    async def on_enter(self) -> None:
-        self.journal.events.append("enter secondary")
-
-    async def on_exit(self) -> None:
-        self.journal.events.append("exit secondary")
+        super().__init__(journal, name="secondary", instructions=SECONDARY, chat_ctx=chat_ctx)
 
 
-class TriageAgent(Agent):
+class TriageAgent(JournalingAgent):
+    journal: Journal
+
     def __init__(self, journal: Journal, *, carry_context: bool = False, say: str | None = None) -> None:
-        super().__init__(instructions=TRIAGE)
-        self.journal = journal
+        super().__init__(journal, name="triage", instructions=TRIAGE)
         self.carry_context = carry_context
         self.say = say
         self.secondary: SecondaryAgent | None = None
-
-    async def on_enter(self) -> None:
-        self.journal.events.append("enter triage")
-
-    async def on_exit(self) -> None:
-        self.journal.events.append("exit triage")
 
     async def _hold(self, name: str) -> None:
         if (gate := self.journal.gates.get(name)) is not None:

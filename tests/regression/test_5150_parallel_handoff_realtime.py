@@ -14,7 +14,16 @@ from typing import Any
 import pytest
 from livekit.agents import Agent, AgentSession, function_tool
 
-from tests.fakes import MakeSession, Reply, RTGeneration, ScriptedRealtimeModel, bounded, tool_call
+from tests.fakes import (
+    Journal,
+    JournalingAgent,
+    MakeSession,
+    Reply,
+    RTGeneration,
+    ScriptedRealtimeModel,
+    bounded,
+    tool_call,
+)
 
 TRIAGE = "You are the triage agent."
 SECONDARY = "You are the secondary agent."
@@ -22,25 +31,18 @@ LEAVING_REPLY = "triage speaking after the handoff"
 
 
 class SecondaryAgent(Agent):
-    def __init__(self, events: list[str]) -> None:
+    def __init__(self, journal: Journal) -> None:
         super().__init__(instructions=SECONDARY)
-        self.events = events
+        self.journal = journal
 
     async def on_enter(self) -> None:
-        self.events.append("enter secondary")
+        self.journal.on_enter("secondary")
 
 
-class TriageAgent(Agent):
-    def __init__(self, events: list[str]) -> None:
-        super().__init__(instructions=TRIAGE)
-        self.events = events
+class TriageAgent(JournalingAgent):
+    def __init__(self, journal: Journal) -> None:
+        super().__init__(journal, name="triage", instructions=TRIAGE)
         self.secondary: SecondaryAgent | None = None
-
-    async def on_enter(self) -> None:
-        self.events.append("enter triage")
-
-    async def on_exit(self) -> None:
-        self.events.append("exit triage")
 
     @function_tool
     async def save_data(self, value: str) -> str:
@@ -50,7 +52,7 @@ class TriageAgent(Agent):
     @function_tool
     async def switch_to_secondary(self) -> Agent:
         """Hand the conversation to the secondary agent."""
-        self.secondary = SecondaryAgent(self.events)
+        self.secondary = SecondaryAgent(self.journal)
         return self.secondary
 
 
@@ -86,13 +88,13 @@ async def run_batch(
         mutable_tools=reuse,
         **caps,
     )
-    events: list[str] = []
-    triage = TriageAgent(events)
+    journal = Journal()
+    triage = TriageAgent(journal)
     session = await make_session(triage, llm=model)
     # stock waits up to 5 s here with auto tool replies (see test_4746_*), hence the bound
     await bounded(session.run(user_input="save x and move me on"), timeout=10, what="session.run")
     assert session.current_agent is triage.secondary
-    assert events == ["enter triage", "exit triage", "enter secondary"]
+    assert journal.events == ["enter triage", "exit triage", "enter secondary"]
     assert LEAVING_REPLY not in spoken(session)
     assert not [e for e in model.journal if e.after_close and e.kind == "call" and e.method != "aclose"]
     return model
