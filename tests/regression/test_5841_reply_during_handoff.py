@@ -19,9 +19,11 @@ import pytest
 from livekit.agents import Agent, AgentSession, RunContext, function_tool, llm
 from livekit.agents.llm.async_toolset import AsyncToolset
 
+from tests import fakes
 from tests.fakes import (
     ErrorLogCapture,
     Gate,
+    JournalingAgent,
     LLMCall,
     MakeSession,
     Reply,
@@ -40,27 +42,19 @@ FINAL_ID = f"{CALL_ID}_final"
 SHIPPED = "Order 42 shipped"
 
 
-class Journal:
+class Journal(fakes.Journal):
     def __init__(self) -> None:
-        self.events: list[str] = []
-        self.exiting = asyncio.Event()
-        self.exit_gate = Gate("front on_exit")
-        self.billing_entered = asyncio.Event()
+        super().__init__()
+        self.exit_gates["front"] = Gate("front on_exit")
         self.tool_gate = Gate("check_order")
 
 
-class Front(Agent):
+class Front(JournalingAgent):
     def __init__(self, journal: Journal, tools: list[Any]) -> None:
-        super().__init__(instructions=FRONT, tools=tools)
-        self.journal = journal
-
-    async def on_enter(self) -> None:
-        self.journal.events.append("enter front")
+        super().__init__(journal, name="front", instructions=FRONT, tools=tools)
 
     async def on_exit(self) -> None:
-        self.journal.events.append("exit front")
-        self.journal.exiting.set()
-        await self.journal.exit_gate.wait()
+        await super().on_exit()  # held on the front desk's exit gate
         self.journal.events.append("exited front")
 
 
@@ -70,8 +64,7 @@ class Billing(Agent):
         self.journal = journal
 
     async def on_enter(self) -> None:
-        self.journal.events.append("enter billing")
-        self.journal.billing_entered.set()
+        self.journal.on_enter("billing")
 
 
 def order_tool(journal: Journal) -> llm.FunctionTool:
@@ -121,7 +114,7 @@ async def test_result_returned_during_on_exit_is_not_answered_by_the_leaving_age
 
     billing = Billing(journal)
     session.update_agent(billing)
-    await bounded(journal.exiting.wait(), what="front desk on_exit")
+    await bounded(journal.exiting["front"].wait(), what="front desk on_exit")
     calls_at_exit.append(len(fake.calls))
 
     # the tool returns while the front desk is in its on_exit
@@ -129,8 +122,8 @@ async def test_result_returned_during_on_exit_is_not_answered_by_the_leaving_age
     delivered = asyncio.ensure_future(wait_for_event(session, "tool_execution_updated", is_reply_done))
     journal.tool_gate.open()
     assert (await bounded(ended, what="check_order ended")).update.status == "done"
-    journal.exit_gate.open()
-    await bounded(journal.billing_entered.wait(), what="billing desk on_enter")
+    journal.exit_gates["front"].open()
+    await bounded(journal.entered["billing"].wait(), what="billing desk on_enter")
 
     if scope == "session_toolset":
         await bounded(delivered, what="the reply to the order result")

@@ -15,22 +15,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any, Literal
 
 import pytest
-from livekit.agents import Agent, AgentSession, AgentTask, RunContext, RunResult, function_tool, llm
+from livekit.agents import Agent, AgentSession, RunContext, RunResult, function_tool, llm
 from livekit.agents.llm import ToolFlag
 from livekit.agents.llm.async_toolset import AsyncToolset
 from livekit.agents.voice.events import FunctionToolsExecutedEvent, ToolCallEnded
 from livekit.agents.voice.run_result import AgentHandoffEvent, ChatMessageEvent
 
+from tests import fakes
 from tests.fakes import (
     ErrorLogCapture,
     FakeAudioOutput,
     FakeTTS,
     Gate,
+    JournalingAgent,
+    JournalingTask,
     LLMCall,
     MakeSession,
     Reply,
@@ -59,16 +61,12 @@ DROPPED_WARNING = "dropping the agent handoff returned by a tool"
 Scope = Literal["method", "agent", "agent_toolset", "session_toolset"]
 
 
-class Journal:
+class Journal(fakes.Journal):
     """What the agents of one test did, and the gates the test holds them on."""
 
     def __init__(self, *, say: str | None = None) -> None:
+        super().__init__()
         self.say = say
-        self.events: list[str] = []
-        self.entered: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)
-        self.exiting: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)
-        self.exited: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)
-        self.exit_gates: dict[str, Gate] = {}
         self.tool_gate = Gate("get_weather")
         self.weather: WeatherDesk | None = None
 
@@ -79,46 +77,23 @@ class Journal:
         return (self.weather, self.say) if self.say is not None else self.weather
 
 
-class Desk(Agent):
-    name = "desk"
-
-    def __init__(self, journal: Journal, instructions: str, tools: list[Any] | None = None) -> None:
-        super().__init__(instructions=instructions, tools=tools or [])
-        self.journal = journal
-
-    async def on_enter(self) -> None:
-        self.journal.events.append(f"enter {self.name}")
-        self.journal.entered[self.name].set()
-
-    async def on_exit(self) -> None:
-        self.journal.events.append(f"exit {self.name}")
-        self.journal.exiting[self.name].set()
-        if (gate := self.journal.exit_gates.get(self.name)) is not None:
-            await gate.wait()
-        self.journal.exited[self.name].set()
-
-
-class WeatherDesk(Desk):
-    name = "weather"
-
+class WeatherDesk(JournalingAgent):
     def __init__(self, journal: Journal) -> None:
-        super().__init__(journal, WEATHER)
+        super().__init__(journal, name="weather", instructions=WEATHER)
 
 
-class BillingDesk(Desk):
-    name = "billing"
-
+class BillingDesk(JournalingAgent):
     def __init__(self, journal: Journal) -> None:
-        super().__init__(journal, BILLING)
+        super().__init__(journal, name="billing", instructions=BILLING)
 
 
-class Reception(Desk):
+class Reception(JournalingAgent):
     """The front desk, with its weather tool wherever the test puts it."""
 
-    name = "front"
+    journal: Journal
 
     def __init__(self, journal: Journal, tools: list[Any] | None = None) -> None:
-        super().__init__(journal, FRONT, tools)
+        super().__init__(journal, name="front", instructions=FRONT, tools=tools or [])
 
     @function_tool
     async def to_billing(self) -> Agent:
@@ -820,17 +795,9 @@ async def test_returns_that_come_in_together_hand_off_once(
 NAME_TASK = "You take the caller's name."
 
 
-class TakeName(AgentTask[str]):
+class TakeName(JournalingTask[str]):
     def __init__(self, journal: Journal) -> None:
-        super().__init__(instructions=NAME_TASK)
-        self.journal = journal
-
-    async def on_enter(self) -> None:
-        self.journal.events.append("enter name")
-        self.journal.entered["name"].set()
-
-    async def on_exit(self) -> None:
-        self.journal.events.append("exit name")
+        super().__init__(journal, name="name", instructions=NAME_TASK)
 
 
 class NameDesk(FrontDesk):

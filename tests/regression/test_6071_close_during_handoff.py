@@ -20,6 +20,8 @@ from livekit.agents import Agent, function_tool, llm
 
 from tests.fakes import (
     Gate,
+    Journal,
+    JournalingAgent,
     LLMCall,
     MakeSession,
     Reply,
@@ -48,23 +50,15 @@ class SlowToClose(llm.Toolset):
         await super().aclose()
 
 
-class Desk(Agent):
-    def __init__(self, events: list[str], *, name: str, instructions: str, tools: list[Any]) -> None:
-        super().__init__(instructions=instructions, tools=tools)
-        self.events = events
-        self.name = name
+class Desk(JournalingAgent):
+    def __init__(self, journal: Journal, *, name: str, instructions: str, tools: list[Any]) -> None:
+        super().__init__(journal, name=name, instructions=instructions, tools=tools)
         self.billing: Desk | None = None
-
-    async def on_enter(self) -> None:
-        self.events.append(f"enter {self.name}")
-
-    async def on_exit(self) -> None:
-        self.events.append(f"exit {self.name}")
 
     @function_tool
     async def to_billing(self) -> tuple[Agent, str]:
         """Hand the caller to the billing desk."""
-        self.billing = Desk(self.events, name="billing", instructions=BILLING, tools=[])
+        self.billing = Desk(self.journal, name="billing", instructions=BILLING, tools=[])
         return self.billing, "Transferring you to billing"
 
 
@@ -90,15 +84,15 @@ def make_model(kind: str) -> ScriptedLLM | ScriptedRealtimeModel:
 @pytest.mark.parametrize("kind", ["pipeline", "realtime-reused", "realtime-replaced"])
 async def test_close_while_the_handoff_closes_the_leaving_agent(make_session: MakeSession, kind: str) -> None:
     closing_gate = Gate("crm aclose")
-    events: list[str] = []
-    desk = Desk(events, name="desk", instructions=DESK, tools=[SlowToClose(closing_gate)])
+    journal = Journal()
+    desk = Desk(journal, name="desk", instructions=DESK, tools=[SlowToClose(closing_gate)])
     session = await make_session(desk, llm=make_model(kind))
 
     run = asyncio.ensure_future(session.run(user_input="I have a billing question"))
     run.add_done_callback(lambda f: f.cancelled() or f.exception())  # the close ends it
     # the desk has exited and the handoff is closing its activity
     await closing_gate.reached()
-    assert events == ["enter desk", "exit desk"]
+    assert journal.events == ["enter desk", "exit desk"]
 
     # the close, scheduled first, takes the desk's activity, which the handoff is still closing,
     # and waits for it
@@ -108,5 +102,5 @@ async def test_close_while_the_handoff_closes_the_leaving_agent(make_session: Ma
     await bounded(asyncio.wait([run]), what="session.run() ended by the close")
 
     # the desk exited once; billing never started, the session was closing
-    assert events == ["enter desk", "exit desk"]
+    assert journal.events == ["enter desk", "exit desk"]
     assert desk.billing is not None

@@ -28,12 +28,15 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import pytest
-from livekit.agents import Agent, AgentSession, AgentTask, RunContext, RunResult, function_tool, llm
+from livekit.agents import Agent, AgentSession, RunContext, RunResult, function_tool, llm
 from livekit.agents.voice import SpeechHandle
 
+from tests import fakes
 from tests.fakes import (
     ErrorLogCapture,
     Gate,
+    JournalingAgent,
+    JournalingTask,
     LLMCall,
     MakeSession,
     Reply,
@@ -61,13 +64,11 @@ Hold = Literal["on_exit", "voicing", "starting"]
 Request = LLMCall | RTGeneration
 
 
-class Journal:
+class Journal(fakes.Journal):
     """What the agents of one test did, and the gates a test holds the handoff on."""
 
     def __init__(self) -> None:
-        self.events: list[str] = []
-        self.results: list[object] = []
-        self.exit_gates: dict[str, Gate] = {}
+        super().__init__()
         self.setup_gates: dict[str, Gate] = {}
         self.billing: Billing | None = None
 
@@ -89,31 +90,16 @@ class SlowSetup(llm.Toolset):
         return self
 
 
-class Lifecycle(Agent):
-    journal: Journal
-    name: str
-
-    async def on_enter(self) -> None:
-        self.journal.events.append(f"enter {self.name}")
-
-    async def on_exit(self) -> None:
-        self.journal.events.append(f"exit {self.name}")
-        if (gate := self.journal.exit_gates.get(self.name)) is not None:
-            await gate.wait()
-
-
-class Billing(Lifecycle):
+class Billing(JournalingAgent):
     def __init__(self, journal: Journal) -> None:
-        super().__init__(instructions=BILLING, tools=journal.toolsets("billing"))
-        self.journal = journal
-        self.name = "billing"
+        super().__init__(journal, name="billing", instructions=BILLING, tools=journal.toolsets("billing"))
 
 
-class Desk(Lifecycle):
+class Desk(JournalingAgent):
+    journal: Journal
+
     def __init__(self, journal: Journal, *, say: str | None = None) -> None:
-        super().__init__(instructions=DESK)
-        self.journal = journal
-        self.name = "desk"
+        super().__init__(journal, name="desk", instructions=DESK)
         self.say = say
 
     @function_tool
@@ -130,19 +116,9 @@ class Desk(Lifecycle):
         return result
 
 
-class FormTask(AgentTask[str]):
+class FormTask(JournalingTask[str]):
     def __init__(self, journal: Journal) -> None:
-        super().__init__(instructions=FORM, tools=journal.toolsets("form"))
-        self.journal = journal
-        self.name = "form"
-
-    async def on_enter(self) -> None:
-        self.journal.events.append("enter form")
-
-    async def on_exit(self) -> None:
-        self.journal.events.append("exit form")
-        if (gate := self.journal.exit_gates.get("form")) is not None:
-            await gate.wait()
+        super().__init__(journal, name="form", instructions=FORM, tools=journal.toolsets("form"))
 
     @function_tool
     async def file_form(self, ctx: RunContext[Any]) -> str:
