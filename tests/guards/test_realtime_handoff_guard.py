@@ -29,7 +29,9 @@ from typing import Any
 import pytest
 from livekit.agents import Agent, AgentSession, function_tool
 
+from tests import fakes
 from tests.fakes import (
+    JournalingAgent,
     LLMCall,
     MakeSession,
     Reply,
@@ -61,33 +63,25 @@ GEMINI_CAPABILITIES: dict[str, Any] = {
 }
 
 
-class Journal:
-    """Lifecycle events of the agents of one test."""
+class Journal(fakes.Journal):
+    """Lifecycle events of the agents of one test, and each agent's nth ``on_enter`` (an agent
+    handed back to enters again) for a test to wait on."""
 
     def __init__(self) -> None:
-        self.events: list[str] = []
-        self.entered: dict[str, asyncio.Event] = {}
+        super().__init__()
+        self.nth_entered: dict[str, asyncio.Event] = {}
 
-    def enter(self, name: str) -> None:
-        self.events.append(f"enter {name}")
-        self.entered.setdefault(f"{name} #{self.events.count(f'enter {name}')}", asyncio.Event()).set()
+    def on_enter(self, name: str) -> None:
+        super().on_enter(name)
+        self.nth_entered.setdefault(f"{name} #{self.events.count(f'enter {name}')}", asyncio.Event()).set()
 
     async def wait_entered(self, name: str, nth: int) -> None:
-        event = self.entered.setdefault(f"{name} #{nth}", asyncio.Event())
+        event = self.nth_entered.setdefault(f"{name} #{nth}", asyncio.Event())
         await bounded(event.wait(), what=f"on_enter #{nth} of {name}")
 
 
-class Named(Agent):
-    def __init__(self, journal: Journal, *, name: str, instructions: str, **kwargs: Any) -> None:
-        super().__init__(instructions=instructions, **kwargs)
-        self.journal = journal
-        self.name = name
-
-    async def on_enter(self) -> None:
-        self.journal.enter(self.name)
-
-    async def on_exit(self) -> None:
-        self.journal.events.append(f"exit {self.name}")
+class Named(JournalingAgent):
+    journal: Journal
 
 
 class Secondary(Named):
