@@ -16,6 +16,9 @@ and ``session.journal``, including accesses after that session's ``aclose()``
 Capabilities default to a text-only model with fully mutable state and no server-side turn
 detection; override any field by keyword, e.g.
 ``ScriptedRealtimeModel(mutable_instructions=False, auto_tool_reply_generation=True)``.
+``reuse=`` sets the three ``mutable_*`` capabilities at once: with ``reuse=True`` the framework
+keeps the realtime session across a handoff, with ``reuse=False`` it replaces it (unless the
+arriving agent has the same context, instructions and tools).
 When ``auto_tool_reply_generation`` is on, a session answers new function-call outputs
 pushed with ``update_chat_ctx`` by emitting the next script item as its own generation.
 
@@ -137,8 +140,14 @@ class ScriptedRealtimeModel(llm.RealtimeModel):
         fallback: ScriptItem[RTGeneration] | None = None,
         capabilities: RealtimeCapabilities | None = None,
         seconds_per_char: float = 0.01,
+        reuse: bool | None = None,
         **capability_overrides: Any,
     ) -> None:
+        if reuse is not None:
+            mutable = ("mutable_chat_context", "mutable_instructions", "mutable_tools")
+            if clash := [name for name in mutable if name in capability_overrides]:
+                raise TypeError(f"reuse= already sets {', '.join(clash)}")
+            capability_overrides.update(dict.fromkeys(mutable, reuse))
         if capabilities is None:
             capabilities = default_realtime_capabilities(**capability_overrides)
         elif capability_overrides:

@@ -145,6 +145,17 @@ async def test_realtime_session_reuse_on_handoff(caps: dict[str, bool], reused: 
     assert last.session is model.sessions[-1]
 
 
+@pytest.mark.parametrize("reuse", [True, False])
+def test_realtime_reuse_sets_the_three_mutable_capabilities(reuse: bool) -> None:
+    caps = ScriptedRealtimeModel(reuse=reuse).capabilities
+    assert (caps.mutable_chat_context, caps.mutable_instructions, caps.mutable_tools) == (reuse,) * 3
+    assert caps == default_realtime_capabilities(
+        mutable_chat_context=reuse, mutable_instructions=reuse, mutable_tools=reuse
+    )
+    with pytest.raises(TypeError, match="mutable_tools"):
+        ScriptedRealtimeModel(reuse=reuse, mutable_tools=not reuse)
+
+
 async def test_realtime_model_initiated_generations() -> None:
     model = ScriptedRealtimeModel(["first", "on its own", "voice answer"])
     async with running_session(Agent(instructions="x"), llm=model) as session:

@@ -167,9 +167,7 @@ async def test_realtime_handoff_answers_every_call(
         [Reply(tool_calls=calls)],
         fallback=answer,
         auto_tool_reply_generation=auto,
-        mutable_chat_context=reuse,
-        mutable_instructions=reuse,
-        mutable_tools=reuse,
+        reuse=reuse,
     )
     journal = Journal()
     triage = Triage(journal)
@@ -214,9 +212,7 @@ async def test_handing_back_after_a_handoff(make_session: MakeSession, kind: str
         model = ScriptedRealtimeModel(
             fallback=script,
             auto_tool_reply_generation=kind == "realtime-auto-reply",
-            mutable_chat_context=reuse,
-            mutable_instructions=reuse,
-            mutable_tools=reuse,
+            reuse=reuse,
         )
     journal = Journal()
     triage = Triage(journal)

@@ -88,9 +88,7 @@ async def test_two_consecutive_tasks_each_answered_before_run_returns(
             Reply(tool_calls=[tool_call("look_up")]),
             answer_with_output,
         ],
-        mutable_chat_context=reuse,
-        mutable_instructions=reuse,
-        mutable_tools=reuse,
+        reuse=reuse,
     )
     journal = Journal()
     desk = Desk(journal)

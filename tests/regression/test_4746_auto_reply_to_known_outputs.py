@@ -118,9 +118,7 @@ async def test_run_returns_when_the_model_already_answered_the_outputs(
     model = Model(
         [Reply(tool_calls=[tool_call("lookup_a"), tool_call("lookup_b")])],
         auto_tool_reply_generation=True,
-        mutable_chat_context=reuse,
-        mutable_instructions=reuse,
-        mutable_tools=reuse,
+        reuse=reuse,
     )
     model.script.fallback = answer(model.b_synced)
     session = await make_session(Desk(b_returns), llm=model)

@@ -139,9 +139,7 @@ async def test_run_returns_once_the_arriving_agent_entered(
         [Reply(tool_calls=[tool_call(n, {"value": "x"} if n == "save_data" else {}) for n in calls])],
         fallback=auto_reply,
         auto_tool_reply_generation=True,
-        mutable_chat_context=reuse,
-        mutable_instructions=reuse,
-        mutable_tools=reuse,
+        reuse=reuse,
     )
     journal = fakes.Journal()
     triage = Triage(journal, say=say)
@@ -349,9 +347,7 @@ def make_model(kind: str, script: list[Reply]) -> ScriptedLLM | ScriptedRealtime
     return ScriptedRealtimeModel(
         script,
         fallback=answer,
-        mutable_chat_context=reuse,
-        mutable_instructions=reuse,
-        mutable_tools=reuse,
+        reuse=reuse,
     )
 
 

@@ -82,9 +82,7 @@ async def test_tool_refused_by_a_handoff_is_answered_before_the_session_moves_on
     model = ScriptedRealtimeModel(
         [Reply(tool_calls=[tool_call("open_form")])],
         fallback=answer,
-        mutable_chat_context=reuse,
-        mutable_instructions=reuse,
-        mutable_tools=reuse,
+        reuse=reuse,
     )
     journal = Journal()
     desk = Desk(journal, name="desk", instructions=DESK)

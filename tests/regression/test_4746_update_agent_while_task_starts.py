@@ -95,9 +95,7 @@ async def test_run_returns_and_the_left_agent_exits(make_session: MakeSession) -
     model = Model(
         [Reply(tool_calls=[tool_call("look_up")])],
         fallback=speaking,
-        mutable_chat_context=False,
-        mutable_instructions=False,
-        mutable_tools=False,
+        reuse=False,
     )
     journal = Journal()
     desk = Desk(journal, name="desk", instructions=DESK)

@@ -83,9 +83,7 @@ async def run_batch(
     model = ScriptedRealtimeModel(
         [Reply(tool_calls=calls)],
         fallback=by_agent,
-        mutable_chat_context=reuse,
-        mutable_instructions=reuse,
-        mutable_tools=reuse,
+        reuse=reuse,
         **caps,
     )
     journal = Journal()

@@ -74,9 +74,7 @@ def make_model(kind: str) -> ScriptedLLM | ScriptedRealtimeModel:
     return ScriptedRealtimeModel(
         script,
         fallback=answer,
-        mutable_chat_context=reuse,
-        mutable_instructions=reuse,
-        mutable_tools=reuse,
+        reuse=reuse,
     )
 
 

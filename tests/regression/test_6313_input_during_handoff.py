@@ -330,9 +330,7 @@ async def test_realtime_input_during_a_handoff_is_answered_by_the_arriving_agent
     model = ScriptedRealtimeModel(
         [Reply(tool_calls=[tool_call("to_billing")])],
         fallback=answer,
-        mutable_chat_context=reuse,
-        mutable_instructions=reuse,
-        mutable_tools=reuse,
+        reuse=reuse,
     )
     desk = Desk(journal, say=say)
     session = await make_session(desk, llm=model)

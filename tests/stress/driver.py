@@ -122,9 +122,7 @@ class World:
                 probe,
                 fallback=self._answer_rt,
                 auto_tool_reply_generation=sc.auto_tool_reply,
-                mutable_chat_context=sc.reuse,
-                mutable_instructions=sc.reuse,
-                mutable_tools=sc.reuse,
+                reuse=sc.reuse,
             )
 
     def _scoped(self, scope: str) -> list[llm.FunctionTool]:
