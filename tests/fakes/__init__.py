@@ -10,7 +10,7 @@ Import from here, e.g.::
     assert fake.calls[1].tool_choice is None
 
 Modules: ``script`` (Reply, tool_call, script/exhaustion rules), ``llm`` (ScriptedLLM),
-``realtime`` (ScriptedRealtimeModel/Session), ``audio`` (FakeTTS, FakeAudioOutput,
+``realtime`` (ScriptedRealtimeModel/Session, scripted_model), ``audio`` (FakeTTS, FakeAudioOutput,
 RecordingTextOutput), ``session`` (offline AgentSession setup), ``sync`` (bounded waits, Gate),
 ``agents`` (Journal, and agents and tasks that journal their on_enter/on_exit), ``hygiene`` (the
 per-test checks wired up in ``tests/conftest.py``).
@@ -21,11 +21,13 @@ from .audio import FakeAudioOutput, FakeTTS, PlayedSegment, RecordingTextOutput
 from .hygiene import HYGIENE_KEY, ErrorLogCapture, SessionTracker
 from .llm import LLMCall, ScriptedLLM, current_agent, snapshot_chat_ctx
 from .realtime import (
+    MODEL_KINDS,
     RTGeneration,
     RTJournalEntry,
     ScriptedRealtimeModel,
     ScriptedRealtimeSession,
     default_realtime_capabilities,
+    scripted_model,
 )
 from .script import Delay, Reply, ScriptExhaustedError, ScriptItem, tool_call
 from .session import MakeSession, offline_session_kwargs, running_session, start_session
@@ -34,6 +36,7 @@ from .sync import DEFAULT_TIMEOUT, BoundedWaitTimeout, Gate, bounded, wait_for_e
 __all__ = [
     "DEFAULT_TIMEOUT",
     "HYGIENE_KEY",
+    "MODEL_KINDS",
     "BoundedWaitTimeout",
     "Delay",
     "ErrorLogCapture",
@@ -62,6 +65,7 @@ __all__ = [
     "default_realtime_capabilities",
     "offline_session_kwargs",
     "running_session",
+    "scripted_model",
     "snapshot_chat_ctx",
     "start_session",
     "tool_call",

@@ -26,6 +26,9 @@ Exhaustion policy as for ``ScriptedLLM``: without ``fallback`` a ``generate_repl
 the script fails its future with ``ScriptExhaustedError`` (the framework logs it at ERROR);
 an auto reply or ``emit_generation`` beyond the script logs an ERROR on ``livekit.testfakes``
 (``emit_generation`` also raises). Both fail the test through the hygiene fixture.
+
+:func:`scripted_model` builds the model of a test run on the pipeline LLM and on both kinds of
+realtime session (``kind`` one of :data:`MODEL_KINDS`).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from livekit.agents import llm, utils
 from livekit.agents.llm import ChatContext, RealtimeCapabilities
 from livekit.agents.types import NOT_GIVEN, NotGivenOr
 
-from .llm import current_agent, snapshot_chat_ctx, tool_names
+from .llm import LLMCall, ScriptedLLM, current_agent, snapshot_chat_ctx, tool_names
 from .script import (
     Reply,
     Script,
@@ -53,11 +56,13 @@ from .script import (
 )
 
 __all__ = [
+    "MODEL_KINDS",
     "RTGeneration",
     "RTJournalEntry",
     "ScriptedRealtimeModel",
     "ScriptedRealtimeSession",
     "default_realtime_capabilities",
+    "scripted_model",
 ]
 
 
@@ -189,6 +194,27 @@ class ScriptedRealtimeModel(llm.RealtimeModel):
 
     async def aclose(self) -> None:
         self.closed = True
+
+
+MODEL_KINDS = ("pipeline", "realtime-reused", "realtime-replaced")
+"""The ``kind`` values of :func:`scripted_model`, to parametrize a test over."""
+
+
+def scripted_model(
+    kind: str,
+    script: Iterable[ScriptItem[LLMCall | RTGeneration]] = (),
+    *,
+    fallback: ScriptItem[LLMCall | RTGeneration] | None = None,
+) -> ScriptedLLM | ScriptedRealtimeModel:
+    """The model of one of :data:`MODEL_KINDS`: ``"pipeline"``, a :class:`ScriptedLLM`;
+    ``"realtime-reused"`` / ``"realtime-replaced"``, a :class:`ScriptedRealtimeModel` with the
+    default capabilities (so manual function calls, which an ``AgentTask`` awaited inside a
+    tool needs) and ``reuse=True`` / ``False``."""
+    if kind == "pipeline":
+        return ScriptedLLM(script, fallback=fallback)
+    if kind not in MODEL_KINDS:
+        raise ValueError(f"unknown model kind {kind!r}, expected one of {MODEL_KINDS}")
+    return ScriptedRealtimeModel(script, fallback=fallback, reuse=kind == "realtime-reused")
 
 
 class ScriptedRealtimeSession(llm.RealtimeSession[Any]):

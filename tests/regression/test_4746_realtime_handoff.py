@@ -34,6 +34,7 @@ from livekit.agents import Agent, AgentSession, AgentTask, ToolError, function_t
 
 from tests import fakes
 from tests.fakes import (
+    MODEL_KINDS,
     Gate,
     JournalingAgent,
     JournalingTask,
@@ -45,6 +46,7 @@ from tests.fakes import (
     ScriptedRealtimeModel,
     ScriptedRealtimeSession,
     bounded,
+    scripted_model,
     tool_call,
     wait_for_event,
 )
@@ -339,18 +341,6 @@ def answer(request: Request) -> str:
     return f"answer of {request.instructions}"
 
 
-def make_model(kind: str, script: list[Reply]) -> ScriptedLLM | ScriptedRealtimeModel:
-    if kind == "pipeline":
-        return ScriptedLLM(script, fallback=answer)
-    # realtime: AgentTask inside a tool needs manual function calls (the fake's default)
-    reuse = kind == "realtime-reused"
-    return ScriptedRealtimeModel(
-        script,
-        fallback=answer,
-        reuse=reuse,
-    )
-
-
 def requests(model: ScriptedLLM | ScriptedRealtimeModel) -> list[Request]:
     return list(model.calls) if isinstance(model, ScriptedLLM) else list(model.generations)
 
@@ -381,7 +371,7 @@ def answered_output(request: Request, name: str) -> llm.FunctionCallOutput | Non
     return None
 
 
-MODELS = pytest.mark.parametrize("kind", ["pipeline", "realtime-reused", "realtime-replaced"])
+MODELS = pytest.mark.parametrize("kind", MODEL_KINDS)
 
 
 async def enter_form(session: AgentSession[Any]) -> None:
@@ -398,7 +388,7 @@ async def test_handing_back_resumes_the_suspended_agent(
     script = [Reply(tool_calls=[tool_call("open_form")])]
     if how != "update_agent_from_outside":
         script.append(Reply(tool_calls=[tool_call(how)]))
-    model = make_model(kind, script)
+    model = scripted_model(kind, script, fallback=answer)
     journal = Journal()
     desk = Desk(journal)
     session = await make_session(desk, llm=model)
@@ -446,8 +436,10 @@ async def test_handing_back_resumes_the_suspended_agent(
 async def test_handing_off_to_a_new_agent_closes_the_suspended_one(
     make_session: MakeSession, kind: str
 ) -> None:
-    model = make_model(
-        kind, [Reply(tool_calls=[tool_call("open_form")]), Reply(tool_calls=[tool_call("to_new_desk")])]
+    model = scripted_model(
+        kind,
+        [Reply(tool_calls=[tool_call("open_form")]), Reply(tool_calls=[tool_call("to_new_desk")])],
+        fallback=answer,
     )
     journal = Journal()
     desk = Desk(journal)
@@ -481,9 +473,10 @@ async def test_handing_off_to_a_new_agent_closes_the_suspended_one(
 async def test_task_that_completes_and_hands_off_in_one_tool(make_session: MakeSession, kind: str) -> None:
     """Stock resumes nothing and closes the desk's activity from inside the desk's own tool,
     which waits for itself: ``run()`` never returns."""
-    model = make_model(
+    model = scripted_model(
         kind,
         [Reply(tool_calls=[tool_call("open_form")]), Reply(tool_calls=[tool_call("finish_and_transfer")])],
+        fallback=answer,
     )
     journal = Journal()
     desk = Desk(journal)
@@ -509,13 +502,14 @@ async def test_task_that_completes_and_hands_off_in_one_tool(make_session: MakeS
 @BUG
 @pytest.mark.parametrize("target", ["back_to_desk", "back_to_form", "to_new_desk"])
 async def test_handing_off_from_a_nested_task(make_session: MakeSession, target: str) -> None:
-    model = make_model(
+    model = scripted_model(
         "pipeline",
         [
             Reply(tool_calls=[tool_call("open_form")]),
             Reply(tool_calls=[tool_call("verify")]),
             Reply(tool_calls=[tool_call(target)]),
         ],
+        fallback=answer,
     )
     journal = Journal()
     desk = Desk(journal)

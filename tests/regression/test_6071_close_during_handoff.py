@@ -19,6 +19,7 @@ import pytest
 from livekit.agents import Agent, function_tool, llm
 
 from tests.fakes import (
+    MODEL_KINDS,
     Gate,
     Journal,
     JournalingAgent,
@@ -26,9 +27,8 @@ from tests.fakes import (
     MakeSession,
     Reply,
     RTGeneration,
-    ScriptedLLM,
-    ScriptedRealtimeModel,
     bounded,
+    scripted_model,
     tool_call,
 )
 
@@ -66,25 +66,14 @@ def answer(request: LLMCall | RTGeneration) -> str:
     return f"answer of {request.instructions}"
 
 
-def make_model(kind: str) -> ScriptedLLM | ScriptedRealtimeModel:
-    script = [Reply(tool_calls=[tool_call("to_billing")])]
-    if kind == "pipeline":
-        return ScriptedLLM(script, fallback=answer)
-    reuse = kind == "realtime-reused"
-    return ScriptedRealtimeModel(
-        script,
-        fallback=answer,
-        reuse=reuse,
-    )
-
-
 @BUG
-@pytest.mark.parametrize("kind", ["pipeline", "realtime-reused", "realtime-replaced"])
+@pytest.mark.parametrize("kind", MODEL_KINDS)
 async def test_close_while_the_handoff_closes_the_leaving_agent(make_session: MakeSession, kind: str) -> None:
     closing_gate = Gate("crm aclose")
     journal = Journal()
     desk = Desk(journal, name="desk", instructions=DESK, tools=[SlowToClose(closing_gate)])
-    session = await make_session(desk, llm=make_model(kind))
+    model = scripted_model(kind, [Reply(tool_calls=[tool_call("to_billing")])], fallback=answer)
+    session = await make_session(desk, llm=model)
 
     run = asyncio.ensure_future(session.run(user_input="I have a billing question"))
     run.add_done_callback(lambda f: f.cancelled() or f.exception())  # the close ends it
