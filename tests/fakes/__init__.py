@@ -12,12 +12,14 @@ Import from here, e.g.::
 Modules: ``script`` (Reply, tool_call, script/exhaustion rules), ``llm`` (ScriptedLLM),
 ``realtime`` (ScriptedRealtimeModel/Session, scripted_model), ``audio`` (FakeTTS, FakeAudioOutput,
 RecordingTextOutput), ``session`` (offline AgentSession setup), ``sync`` (bounded waits, Gate),
-``agents`` (Journal, and agents and tasks that journal their on_enter/on_exit), ``hygiene`` (the
-per-test checks wired up in ``tests/conftest.py``).
+``agents`` (Journal, and agents and tasks that journal their on_enter/on_exit), ``history``
+(spoken, unanswered_calls: what a session's history shows), ``hygiene`` (the per-test checks
+wired up in ``tests/conftest.py``).
 """
 
 from .agents import Journal, Journaling, JournalingAgent, JournalingTask
 from .audio import FakeAudioOutput, FakeTTS, PlayedSegment, RecordingTextOutput
+from .history import spoken, unanswered_calls
 from .hygiene import HYGIENE_KEY, ErrorLogCapture, SessionTracker
 from .llm import LLMCall, ScriptedLLM, current_agent, snapshot_chat_ctx
 from .realtime import (
@@ -67,7 +69,9 @@ __all__ = [
     "running_session",
     "scripted_model",
     "snapshot_chat_ctx",
+    "spoken",
     "start_session",
     "tool_call",
+    "unanswered_calls",
     "wait_for_event",
 ]

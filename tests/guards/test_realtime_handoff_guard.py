@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from livekit.agents import Agent, AgentSession, function_tool
+from livekit.agents import Agent, function_tool
 
 from tests import fakes
 from tests.fakes import (
@@ -40,6 +40,7 @@ from tests.fakes import (
     ScriptedRealtimeModel,
     bounded,
     tool_call,
+    unanswered_calls,
 )
 
 TRIAGE = "You are the triage agent."
@@ -140,12 +141,6 @@ def by_turn(turns: dict[str, Reply]) -> Callable[[LLMCall | RTGeneration], Reply
 
 def late_calls(model: ScriptedRealtimeModel) -> list[Any]:
     return [e for e in model.journal if e.after_close and e.kind == "call" and e.method != "aclose"]
-
-
-def unanswered_calls(session: AgentSession[Any]) -> list[str]:
-    items = session.history.items
-    answered = {i.call_id for i in items if i.type == "function_call_output"}
-    return [i.name for i in items if i.type == "function_call" and i.call_id not in answered]
 
 
 def replies(model: ScriptedRealtimeModel) -> list[RTGeneration]:

@@ -15,10 +15,8 @@ back to the run as soon as the task completes, so the run returns once the agent
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
-from livekit.agents import AgentSession, function_tool
+from livekit.agents import function_tool
 
 from tests.fakes import (
     Journal,
@@ -29,6 +27,7 @@ from tests.fakes import (
     RTGeneration,
     ScriptedRealtimeModel,
     bounded,
+    spoken,
     tool_call,
 )
 
@@ -68,12 +67,6 @@ def answer_with_output(gen: RTGeneration) -> str:
     last = gen.chat_ctx.items[-1]
     assert last.type == "function_call_output", f"unexpected generation after {last.type}"
     return f"found {last.output}"
-
-
-def spoken(session: AgentSession[Any]) -> list[str]:
-    return [
-        i.text_content or "" for i in session.history.items if i.type == "message" and i.role == "assistant"
-    ]
 
 
 @BUG

@@ -47,7 +47,9 @@ from tests.fakes import (
     ScriptedRealtimeSession,
     bounded,
     scripted_model,
+    spoken,
     tool_call,
+    unanswered_calls,
     wait_for_event,
 )
 
@@ -63,12 +65,6 @@ RUN_BOUND = 2.5
 
 def records(caplog: pytest.LogCaptureFixture, text: str) -> list[logging.LogRecord]:
     return [r for r in caplog.records if text in r.getMessage()]
-
-
-def spoken(session: AgentSession[Any]) -> list[str]:
-    return [
-        i.text_content or "" for i in session.history.items if i.type == "message" and i.role == "assistant"
-    ]
 
 
 def outputs(session: AgentSession[Any]) -> dict[str, llm.FunctionCallOutput]:
@@ -349,12 +345,6 @@ def late_calls(model: ScriptedLLM | ScriptedRealtimeModel) -> list[Any]:
     if isinstance(model, ScriptedLLM):
         return []
     return [e for e in model.journal if e.after_close and e.kind == "call" and e.method != "aclose"]
-
-
-def unanswered_calls(session: AgentSession[Any]) -> list[str]:
-    items = session.history.items
-    answered = {i.call_id for i in items if i.type == "function_call_output"}
-    return [i.name for i in items if i.type == "function_call" and i.call_id not in answered]
 
 
 def pushed_outputs(rt_session: ScriptedRealtimeSession) -> list[str]:

@@ -28,6 +28,7 @@ from tests.fakes import (
     Reply,
     ScriptedLLM,
     bounded,
+    spoken,
     tool_call,
     wait_for_event,
 )
@@ -122,14 +123,6 @@ async def run_batch(
         triage.journal.gates[slow].open()
     await bounded(result, what="session.run")
     return session, result
-
-
-def spoken(session: AgentSession[Any]) -> list[str]:
-    return [
-        item.text_content or ""
-        for item in session.history.items
-        if item.type == "message" and item.role == "assistant"
-    ]
 
 
 def assert_every_call_answered_once(session: AgentSession[Any]) -> None:

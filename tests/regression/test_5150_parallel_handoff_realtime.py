@@ -9,10 +9,8 @@ reused or a replaced session) and lets the arriving agent speak.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
-from livekit.agents import Agent, AgentSession, function_tool
+from livekit.agents import Agent, function_tool
 
 from tests.fakes import (
     Journal,
@@ -22,6 +20,7 @@ from tests.fakes import (
     RTGeneration,
     ScriptedRealtimeModel,
     bounded,
+    spoken,
     tool_call,
 )
 
@@ -66,12 +65,6 @@ ORDERS = pytest.mark.parametrize(
 # reused: mutable session state, the realtime session survives the handoff; replaced: it
 # cannot be updated, so the arriving agent gets a new one
 REUSE = pytest.mark.parametrize("reuse", [True, False], ids=["reused", "replaced"])
-
-
-def spoken(session: AgentSession[Any]) -> list[str]:
-    return [
-        i.text_content or "" for i in session.history.items if i.type == "message" and i.role == "assistant"
-    ]
 
 
 async def run_batch(

@@ -40,6 +40,7 @@ from tests.fakes import (
     ScriptedLLM,
     ScriptedRealtimeModel,
     bounded,
+    spoken,
     tool_call,
     wait_for_event,
 )
@@ -236,12 +237,6 @@ def assert_flagged_event(observed: Observed) -> None:
     assert flagged, "function_tools_executed for the deferred call does not flag the handoff"
     assert [c.call_id for c in ev.function_calls] == [FINAL_ID]
     assert [o.call_id for o in ev.function_call_outputs] == [FINAL_ID]
-
-
-def spoken(session: AgentSession[Any]) -> list[str]:
-    return [
-        i.text_content or "" for i in session.history.items if i.type == "message" and i.role == "assistant"
-    ]
 
 
 def live_tool_tasks() -> list[str]:

@@ -44,6 +44,7 @@ from tests.fakes import (
     ScriptedLLM,
     ScriptedRealtimeModel,
     bounded,
+    spoken,
     tool_call,
 )
 
@@ -137,12 +138,6 @@ def last_user_text(request: Request) -> str | None:
 def answers_to(requests: list[Any], text: str) -> list[Any]:
     """The model requests that answer the user's ``text`` (it is their last user message)."""
     return [r for r in requests if last_user_text(r) == text and r.tool_choice != "none"]
-
-
-def spoken(session: AgentSession[Any]) -> list[str]:
-    return [
-        i.text_content or "" for i in session.history.items if i.type == "message" and i.role == "assistant"
-    ]
 
 
 def handoffs(session: AgentSession[Any]) -> list[str | None]:

@@ -1,0 +1,23 @@
+"""What a session said and did, read from its ``session.history``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from livekit.agents import AgentSession
+
+__all__ = ["spoken", "unanswered_calls"]
+
+
+def spoken(session: AgentSession[Any]) -> list[str]:
+    """The text of every assistant message in the history, in order."""
+    return [
+        i.text_content or "" for i in session.history.items if i.type == "message" and i.role == "assistant"
+    ]
+
+
+def unanswered_calls(session: AgentSession[Any]) -> list[str]:
+    """Names of the function calls in the history that no function output answers."""
+    items = session.history.items
+    answered = {i.call_id for i in items if i.type == "function_call_output"}
+    return [i.name for i in items if i.type == "function_call" and i.call_id not in answered]
