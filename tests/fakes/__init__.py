@@ -10,7 +10,7 @@ Import from here, e.g.::
     assert fake.calls[1].tool_choice is None
 
 Modules: ``script`` (Reply, tool_call, script/exhaustion rules), ``llm`` (ScriptedLLM),
-``realtime`` (ScriptedRealtimeModel/Session, scripted_model), ``audio`` (FakeTTS, FakeAudioOutput,
+``realtime`` (ScriptedRealtimeModel/Session, scripted_model, late_calls), ``audio`` (FakeTTS, FakeAudioOutput,
 RecordingTextOutput), ``session`` (offline AgentSession setup), ``sync`` (bounded waits, Gate),
 ``agents`` (Journal, and agents and tasks that journal their on_enter/on_exit), ``history``
 (spoken, unanswered_calls: what a session's history shows), ``hygiene`` (the per-test checks
@@ -23,12 +23,14 @@ from .history import spoken, unanswered_calls
 from .hygiene import HYGIENE_KEY, ErrorLogCapture, SessionTracker
 from .llm import LLMCall, ScriptedLLM, current_agent, snapshot_chat_ctx
 from .realtime import (
+    GEMINI_CAPABILITIES,
     MODEL_KINDS,
     RTGeneration,
     RTJournalEntry,
     ScriptedRealtimeModel,
     ScriptedRealtimeSession,
     default_realtime_capabilities,
+    late_calls,
     scripted_model,
 )
 from .script import Delay, Reply, ScriptExhaustedError, ScriptItem, tool_call
@@ -37,6 +39,7 @@ from .sync import DEFAULT_TIMEOUT, BoundedWaitTimeout, Gate, bounded, wait_for_e
 
 __all__ = [
     "DEFAULT_TIMEOUT",
+    "GEMINI_CAPABILITIES",
     "HYGIENE_KEY",
     "MODEL_KINDS",
     "BoundedWaitTimeout",
@@ -65,6 +68,7 @@ __all__ = [
     "bounded",
     "current_agent",
     "default_realtime_capabilities",
+    "late_calls",
     "offline_session_kwargs",
     "running_session",
     "scripted_model",

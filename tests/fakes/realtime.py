@@ -18,7 +18,8 @@ detection; override any field by keyword, e.g.
 ``ScriptedRealtimeModel(mutable_instructions=False, auto_tool_reply_generation=True)``.
 ``reuse=`` sets the three ``mutable_*`` capabilities at once: with ``reuse=True`` the framework
 keeps the realtime session across a handoff, with ``reuse=False`` it replaces it (unless the
-arriving agent has the same context, instructions and tools).
+arriving agent has the same context, instructions and tools). :data:`GEMINI_CAPABILITIES` are
+the overrides of the google plugin's Gemini Live model.
 When ``auto_tool_reply_generation`` is on, a session answers new function-call outputs
 pushed with ``update_chat_ctx`` by emitting the next script item as its own generation.
 
@@ -28,7 +29,8 @@ an auto reply or ``emit_generation`` beyond the script logs an ERROR on ``liveki
 (``emit_generation`` also raises). Both fail the test through the hygiene fixture.
 
 :func:`scripted_model` builds the model of a test run on the pipeline LLM and on both kinds of
-realtime session (``kind`` one of :data:`MODEL_KINDS`).
+realtime session (``kind`` one of :data:`MODEL_KINDS`); :func:`late_calls` lists the calls
+that reached a session after its ``aclose()``.
 """
 
 from __future__ import annotations
@@ -56,12 +58,14 @@ from .script import (
 )
 
 __all__ = [
+    "GEMINI_CAPABILITIES",
     "MODEL_KINDS",
     "RTGeneration",
     "RTJournalEntry",
     "ScriptedRealtimeModel",
     "ScriptedRealtimeSession",
     "default_realtime_capabilities",
+    "late_calls",
     "scripted_model",
 ]
 
@@ -80,6 +84,21 @@ def default_realtime_capabilities(**overrides: Any) -> RealtimeCapabilities:
         mutable_tools=True,
     )
     return dataclasses.replace(caps, **overrides)
+
+
+GEMINI_CAPABILITIES: dict[str, Any] = {
+    "turn_detection": True,
+    "user_transcription": True,
+    "auto_tool_reply_generation": True,
+    "audio_output": True,
+    "manual_function_calls": False,
+    "mutable_chat_context": True,
+    "mutable_instructions": True,
+    "mutable_tools": False,
+    "per_response_tool_choice": False,
+}
+"""RealtimeCapabilities of livekit-plugins-google 1.8.9's RealtimeModel with default options, as
+overrides: ``ScriptedRealtimeModel(script, **GEMINI_CAPABILITIES)``."""
 
 
 @dataclass
@@ -215,6 +234,15 @@ def scripted_model(
     if kind not in MODEL_KINDS:
         raise ValueError(f"unknown model kind {kind!r}, expected one of {MODEL_KINDS}")
     return ScriptedRealtimeModel(script, fallback=fallback, reuse=kind == "realtime-reused")
+
+
+def late_calls(model: ScriptedLLM | ScriptedRealtimeModel) -> list[RTJournalEntry]:
+    """The calls the framework made on a realtime session after its ``aclose()`` (the
+    ``aclose()`` calls themselves and property reads excepted); none for a pipeline LLM, which
+    has no session to close."""
+    if isinstance(model, ScriptedLLM):
+        return []
+    return [e for e in model.journal if e.after_close and e.kind == "call" and e.method != "aclose"]
 
 
 class ScriptedRealtimeSession(llm.RealtimeSession[Any]):

@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 from livekit.agents import Agent, function_tool
 
 from tests import fakes
 from tests.fakes import (
+    GEMINI_CAPABILITIES,
     JournalingAgent,
     LLMCall,
     MakeSession,
@@ -39,6 +39,7 @@ from tests.fakes import (
     ScriptedLLM,
     ScriptedRealtimeModel,
     bounded,
+    late_calls,
     tool_call,
     unanswered_calls,
 )
@@ -49,19 +50,6 @@ FRONT = "You are the front desk, on a pipeline LLM."
 GEMINI = "You are the Gemini desk."
 # stock sits out its 5 s auto tool reply wait after a parallel handoff
 RUN_BOUND = 10.0
-
-# RealtimeCapabilities of livekit-plugins-google 1.8.9's RealtimeModel with default options
-GEMINI_CAPABILITIES: dict[str, Any] = {
-    "turn_detection": True,
-    "user_transcription": True,
-    "auto_tool_reply_generation": True,
-    "audio_output": True,
-    "manual_function_calls": False,
-    "mutable_chat_context": True,
-    "mutable_instructions": True,
-    "mutable_tools": False,
-    "per_response_tool_choice": False,
-}
 
 
 class Journal(fakes.Journal):
@@ -137,10 +125,6 @@ def by_turn(turns: dict[str, Reply]) -> Callable[[LLMCall | RTGeneration], Reply
         return answer(request)
 
     return _answer
-
-
-def late_calls(model: ScriptedRealtimeModel) -> list[Any]:
-    return [e for e in model.journal if e.after_close and e.kind == "call" and e.method != "aclose"]
 
 
 def replies(model: ScriptedRealtimeModel) -> list[RTGeneration]:

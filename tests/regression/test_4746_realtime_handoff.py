@@ -34,6 +34,7 @@ from livekit.agents import Agent, AgentSession, AgentTask, ToolError, function_t
 
 from tests import fakes
 from tests.fakes import (
+    GEMINI_CAPABILITIES,
     MODEL_KINDS,
     Gate,
     JournalingAgent,
@@ -46,6 +47,7 @@ from tests.fakes import (
     ScriptedRealtimeModel,
     ScriptedRealtimeSession,
     bounded,
+    late_calls,
     scripted_model,
     spoken,
     tool_call,
@@ -154,21 +156,9 @@ async def test_run_returns_once_the_arriving_agent_entered(
     assert journal.events == ["enter triage", "exit triage", "enter secondary"]
     assert set(outputs(session)) == set(calls)
     assert not records(caplog, TIMED_OUT)
-    assert not [e for e in model.journal if e.after_close and e.kind == "call" and e.method != "aclose"]
+    assert not late_calls(model)
 
 
-# RealtimeCapabilities of livekit-plugins-google 1.8.9's RealtimeModel with default options
-GEMINI_CAPABILITIES: dict[str, Any] = {
-    "turn_detection": True,
-    "user_transcription": True,
-    "auto_tool_reply_generation": True,
-    "audio_output": True,
-    "manual_function_calls": False,
-    "mutable_chat_context": True,
-    "mutable_instructions": True,
-    "mutable_tools": False,
-    "per_response_tool_choice": False,
-}
 FRONT = "You are the front desk, on a pipeline LLM."
 GEMINI = "You are the Gemini desk."
 BACK = "Back to the front desk"
@@ -339,12 +329,6 @@ def answer(request: Request) -> str:
 
 def requests(model: ScriptedLLM | ScriptedRealtimeModel) -> list[Request]:
     return list(model.calls) if isinstance(model, ScriptedLLM) else list(model.generations)
-
-
-def late_calls(model: ScriptedLLM | ScriptedRealtimeModel) -> list[Any]:
-    if isinstance(model, ScriptedLLM):
-        return []
-    return [e for e in model.journal if e.after_close and e.kind == "call" and e.method != "aclose"]
 
 
 def pushed_outputs(rt_session: ScriptedRealtimeSession) -> list[str]:

@@ -27,6 +27,7 @@ from tests.fakes import (
     RTGeneration,
     ScriptedRealtimeModel,
     bounded,
+    late_calls,
     tool_call,
 )
 
@@ -110,7 +111,7 @@ async def test_tool_refused_by_a_handoff_is_answered_before_the_session_moves_on
     desk_replies = [g for g in model.generations if g.agent is desk]
     assert desk_replies[-1].session is model.sessions[0]
     assert any(output_of(i, "open_form") for i in desk_replies[-1].chat_ctx.items)
-    assert not [e for e in model.journal if e.after_close and e.kind == "call" and e.method != "aclose"]
+    assert not late_calls(model)
 
     await bounded(session.run(user_input="hello"), what="session.run() after the handoff")
     assert model.generations[-1].agent is new_desk

@@ -20,6 +20,7 @@ from tests.fakes import (
     RTGeneration,
     ScriptedRealtimeModel,
     bounded,
+    late_calls,
     spoken,
     tool_call,
 )
@@ -87,7 +88,7 @@ async def run_batch(
     assert session.current_agent is triage.secondary
     assert journal.events == ["enter triage", "exit triage", "enter secondary"]
     assert LEAVING_REPLY not in spoken(session)
-    assert not [e for e in model.journal if e.after_close and e.kind == "call" and e.method != "aclose"]
+    assert not late_calls(model)
     return model
 
 

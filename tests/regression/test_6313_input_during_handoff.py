@@ -44,6 +44,7 @@ from tests.fakes import (
     ScriptedLLM,
     ScriptedRealtimeModel,
     bounded,
+    late_calls,
     spoken,
     tool_call,
 )
@@ -346,5 +347,5 @@ async def test_realtime_input_during_a_handoff_is_answered_by_the_arriving_agent
     assert handle.exception() is None and not handle.interrupted
     answers = [g for g in model.generations if last_user_text(g) == BARGE_IN and g.source == "generate_reply"]
     assert [(g.instructions, g.agent) for g in answers] == [(BILLING, billing)]
-    assert not [e for e in model.journal if e.after_close and e.kind == "call" and e.method != "aclose"]
+    assert not late_calls(model)
     assert not error_logs.records, [r.getMessage() for r in error_logs.records]
