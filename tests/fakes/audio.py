@@ -32,6 +32,17 @@ def _silence(duration: float, sample_rate: int, num_channels: int) -> bytes:
     return b"\x00\x00" * samples * num_channels
 
 
+def _start(output_emitter: tts.AudioEmitter, fake: FakeTTS, *, stream: bool) -> None:
+    """Start a request's emitter on the fake's raw PCM format, chunked or streamed."""
+    output_emitter.initialize(
+        request_id=utils.shortuuid("fake_tts_"),
+        sample_rate=fake.sample_rate,
+        num_channels=fake.num_channels,
+        mime_type="audio/pcm",
+        stream=stream,
+    )
+
+
 class FakeTTS(tts.TTS[Any]):
     """Silent TTS; every synthesised text is appended to :attr:`texts` (one entry per request
     or per streamed segment)."""
@@ -81,12 +92,7 @@ class _FakeChunkedStream(tts.ChunkedStream):
 
     async def _run(self, output_emitter: tts.AudioEmitter) -> None:
         fake = self._tts
-        output_emitter.initialize(
-            request_id=utils.shortuuid("fake_tts_"),
-            sample_rate=fake.sample_rate,
-            num_channels=fake.num_channels,
-            mime_type="audio/pcm",
-        )
+        _start(output_emitter, fake, stream=False)
         fake.texts.append(self.input_text)
         output_emitter.push(_silence(fake.duration_for(self.input_text), fake.sample_rate, fake.num_channels))
         output_emitter.flush()
@@ -97,13 +103,7 @@ class _FakeSynthesizeStream(tts.SynthesizeStream):
 
     async def _run(self, output_emitter: tts.AudioEmitter) -> None:
         fake = self._tts
-        output_emitter.initialize(
-            request_id=utils.shortuuid("fake_tts_"),
-            sample_rate=fake.sample_rate,
-            num_channels=fake.num_channels,
-            mime_type="audio/pcm",
-            stream=True,
-        )
+        _start(output_emitter, fake, stream=True)
         segment: list[str] | None = None
         async for data in self._input_ch:
             if isinstance(data, str):
