@@ -48,15 +48,21 @@ def _batch(probe: Probe, issuer: str, *call_ids: str) -> None:
     probe.issued.update(dict.fromkeys(call_ids, issuer))
 
 
+def _agent_0_calls(*call_ids: str, handing_off: str, to: str) -> Probe:
+    """A journal in which agent_0 entered and issued ``call_ids``; ``handing_off`` returned ``to``."""
+    probe = Probe()
+    _enter(probe, "agent_0")
+    _batch(probe, "agent_0", *call_ids)
+    probe.handoff_calls[handing_off] = to
+    return probe
+
+
 def _names(probe: Probe) -> list[str]:
     return [v.invariant for v in check_late_generations(probe)]
 
 
 def test_own_batch_answered_after_its_handoff_took_the_agent_out() -> None:
-    probe = Probe()
-    _enter(probe, "agent_0")
-    _batch(probe, "agent_0", "c0_0", "c0_1")
-    probe.handoff_calls["c0_0"] = "agent_1"
+    probe = _agent_0_calls("c0_0", "c0_1", handing_off="c0_0", to="agent_1")
     _exit(probe, "agent_0")
     _generation(probe, "agent_0", ("c0_0", "c0_1"))
     _enter(probe, "agent_1")
@@ -65,10 +71,7 @@ def test_own_batch_answered_after_its_handoff_took_the_agent_out() -> None:
 
 
 def test_deferred_return_of_own_batch_counts_too() -> None:
-    probe = Probe()
-    _enter(probe, "agent_0")
-    _batch(probe, "agent_0", "c0_0")
-    probe.handoff_calls["c0_0_final"] = "agent_1"
+    probe = _agent_0_calls("c0_0", handing_off="c0_0_final", to="agent_1")
     _exit(probe, "agent_0")
     _generation(probe, "agent_0", ("c0_0", "c0_0_final"))
     _enter(probe, "agent_1")
@@ -77,10 +80,7 @@ def test_deferred_return_of_own_batch_counts_too() -> None:
 
 
 def test_voicing_the_handoff_message_is_allowed() -> None:
-    probe = Probe()
-    _enter(probe, "agent_0")
-    _batch(probe, "agent_0", "c0_0", "c0_1")
-    probe.handoff_calls["c0_0"] = "agent_1"
+    probe = _agent_0_calls("c0_0", "c0_1", handing_off="c0_0", to="agent_1")
     _exit(probe, "agent_0")
     _generation(probe, "agent_0", ("c0_0", "c0_1"), voices=True)
     _enter(probe, "agent_1")
@@ -89,10 +89,7 @@ def test_voicing_the_handoff_message_is_allowed() -> None:
 
 
 def test_answering_before_on_exit_is_allowed() -> None:
-    probe = Probe()
-    _enter(probe, "agent_0")
-    _batch(probe, "agent_0", "c0_0", "c0_1")
-    probe.handoff_calls["c0_0"] = "agent_1"
+    probe = _agent_0_calls("c0_0", "c0_1", handing_off="c0_0", to="agent_1")
     _generation(probe, "agent_0", ("c0_0", "c0_1"))
     _exit(probe, "agent_0")
     _enter(probe, "agent_1")
@@ -104,10 +101,7 @@ def test_a_bystander_with_another_agents_results_in_context_is_not_counted() -> 
     # agent_1 arrived by update_agent() while agent_0's session-scoped tool returned agent_2:
     # the result went to agent_1, the current agent, and agent_1's queued greeting runs on
     # after another handoff took it out
-    probe = Probe()
-    _enter(probe, "agent_0")
-    _batch(probe, "agent_0", "c0_1")
-    probe.handoff_calls["c0_1_final"] = "agent_2"
+    probe = _agent_0_calls("c0_1", handing_off="c0_1_final", to="agent_2")
     _exit(probe, "agent_0")
     _enter(probe, "agent_1")
     probe.speech_created("speech_agent_1")  # its greeting, asked for in on_enter
@@ -121,10 +115,7 @@ def test_a_bystander_with_another_agents_results_in_context_is_not_counted() -> 
 def test_own_reply_after_an_unrelated_handoff_took_the_agent_out_is_not_counted() -> None:
     # update_agent(agent_2) from outside drained agent_0 while its reply to a progress
     # update was in flight; the deferred return (agent_1) hands off from agent_2 later
-    probe = Probe()
-    _enter(probe, "agent_0")
-    _batch(probe, "agent_0", "c0_0")
-    probe.handoff_calls["c0_0_final"] = "agent_1"
+    probe = _agent_0_calls("c0_0", handing_off="c0_0_final", to="agent_1")
     _exit(probe, "agent_0")
     _generation(probe, "agent_0", ("c0_0", "c0_0_final"))
     _enter(probe, "agent_2")
