@@ -36,11 +36,11 @@ prove:  ## every upstream_bug test must FAIL on stock upstream
 
 test: lint types check test-fork prove  ## what CI runs
 
-stress:  ## random handoff schedules: make stress SEEDS=0:10000 (replay: python -m tests.stress --replay N)
-	$(FORK_PY) -m tests.stress --seeds $(or $(SEEDS),0:1000)
+stress:  ## random handoff schedules: make stress SEEDS=0:10000 [JOBS=4] (replay: python -m tests.stress --replay N)
+	$(FORK_PY) -m tests.stress --seeds $(or $(SEEDS),0:1000) --jobs $(or $(JOBS),1)
 
 stress-stock:  ## the same schedules on stock upstream, for the comparison in docs/stress.md
-	$(STOCK_PY) -m tests.stress --seeds $(or $(SEEDS),0:1000) --no-shrink
+	$(STOCK_PY) -m tests.stress --seeds $(or $(SEEDS),0:1000) --no-shrink --jobs $(or $(JOBS),1)
 
 stress-ci:  ## the 200 CI seeds as a test (also part of `make test`)
 	$(FORK_PY) -m pytest --lk-env fork tests/stress -q

@@ -1,16 +1,20 @@
 """Run seeds, tabulate violations by invariant, shrink failing scenarios; the CLI.
 
-    python -m tests.stress --seeds 0:200 [--replay SEED] [--json out.json] [--no-shrink]
+    python -m tests.stress --seeds 0:200 [--replay SEED] [--json out.json] [--no-shrink] [--jobs N]
 
 Each scenario runs in an event loop of its own (``asyncio.run``), with a fresh AgentSession.
+``--jobs N`` splits the seeds into N contiguous ranges run by N processes; the report is the
+same as one process's, in seed order. Stock sits out many 3 s bounds, which is where it helps.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import json
 import logging
+import multiprocessing
 import sys
 import time
 import traceback
@@ -84,6 +88,34 @@ def run_seeds(seeds: Iterable[int], *, do_shrink: bool = True, progress: bool = 
     return outcomes
 
 
+def _chunk(seeds: range, do_shrink: bool) -> list[Outcome]:
+    _quiet_livekit_logs()  # a worker process starts without the CLI's logging setup
+    return run_seeds(seeds, do_shrink=do_shrink)
+
+
+def run_seeds_parallel(
+    seeds: range, *, jobs: int, do_shrink: bool = True, progress: bool = False
+) -> list[Outcome]:
+    """``run_seeds`` over ``jobs`` processes, each a contiguous part of ``seeds``; seed order kept."""
+    if jobs < 1:
+        raise ValueError(f"jobs must be at least 1, got {jobs}")
+    jobs = min(jobs, len(seeds)) or 1
+    size = -(-len(seeds) // jobs)
+    parts = [seeds[i : i + size] for i in range(0, len(seeds), size)]
+    # spawn: a forked worker would inherit the parent's logging handlers and asyncio state
+    ctx = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=len(parts), mp_context=ctx) as pool:
+        futures = [pool.submit(_chunk, part, do_shrink) for part in parts]
+        for part, fut in zip(parts, futures, strict=True):
+            if progress:
+                fut.add_done_callback(
+                    lambda f, part=part: print(
+                        f"  ... seeds {part.start}:{part.stop} done", file=sys.stderr, flush=True
+                    )
+                )
+        return [o for fut in futures for o in fut.result()]
+
+
 def table(outcomes: list[Outcome]) -> str:
     n = len(outcomes)
     by_inv = Counter(inv for o in outcomes for inv in o.invariants)
@@ -136,26 +168,54 @@ def to_json(outcomes: list[Outcome], seeds_arg: str) -> dict[str, Any]:
 
 
 def parse_seeds(text: str) -> range:
-    lo, _, hi = text.partition(":")
-    return range(int(lo), int(hi)) if hi else range(int(lo), int(lo) + 1)
+    """``START:STOP`` (half-open, START < STOP) or one seed ``N``."""
+    lo, sep, hi = text.partition(":")
+    try:
+        seeds = range(int(lo), int(hi)) if sep else range(int(lo), int(lo) + 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"seeds must be START:STOP or one seed, got {text!r}") from None
+    if not seeds or seeds.start < 0:
+        raise argparse.ArgumentTypeError(f"seeds must be a non-empty range of seeds >= 0, got {text!r}")
+    return seeds
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tests.stress", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seeds", default="0:200", help="START:STOP (half-open) or one seed")
-    ap.add_argument("--replay", type=int, help="run one seed, print its scenario and violations")
-    ap.add_argument("--json", help="write the results here")
-    ap.add_argument("--no-shrink", action="store_true", help="do not minimise failing scenarios")
-    args = ap.parse_args(argv)
+def _jobs(text: str) -> int:
+    try:
+        jobs = int(text)
+    except ValueError:
+        jobs = 0
+    if jobs < 1:
+        raise argparse.ArgumentTypeError(f"jobs must be a whole number >= 1, got {text!r}")
+    return jobs
+
+
+def _quiet_livekit_logs() -> None:
     # the livekit loggers are captured per scenario; keep WARNINGs from reaching stderr
     logging.getLogger("livekit").addHandler(logging.NullHandler())
     logging.getLogger("livekit").propagate = False
 
-    seeds_arg = str(args.replay) if args.replay is not None else args.seeds
-    seeds = parse_seeds(seeds_arg)
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tests.stress", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seeds", default="0:200", type=parse_seeds, help="START:STOP (half-open) or one seed")
+    ap.add_argument("--replay", type=parse_seeds, help="run one seed, print its scenario and violations")
+    ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--no-shrink", action="store_true", help="do not minimise failing scenarios")
+    ap.add_argument("--jobs", type=_jobs, default=1, help="processes to split the seeds over (default 1)")
+    args = ap.parse_args(argv)
+    if args.replay is not None and len(args.replay) != 1:
+        ap.error("--replay takes one seed")
+    _quiet_livekit_logs()
+
+    seeds: range = args.replay if args.replay is not None else args.seeds
+    seeds_arg = f"{seeds.start}" if len(seeds) == 1 else f"{seeds.start}:{seeds.stop}"
     if args.replay is not None:
-        print(generate(args.replay).describe())
-    outcomes = run_seeds(seeds, do_shrink=not args.no_shrink, progress=len(seeds) >= 500)
+        print(generate(seeds.start).describe())
+    progress = len(seeds) >= 500
+    if args.jobs > 1:
+        outcomes = run_seeds_parallel(seeds, jobs=args.jobs, do_shrink=not args.no_shrink, progress=progress)
+    else:
+        outcomes = run_seeds(seeds, do_shrink=not args.no_shrink, progress=progress)
     print(report(outcomes, seeds_arg))
     if args.json:
         with open(args.json, "w") as f:
