@@ -145,10 +145,14 @@ def handoffs(session: AgentSession[Any]) -> list[str | None]:
     return [i.new_agent_id for i in session.history.items if i.type == "agent_handoff"]
 
 
-def barge_in(session: AgentSession[Any], *, interrupt: bool) -> SpeechHandle:
-    if interrupt:
-        session.interrupt()
-    return session.generate_reply(user_input=BARGE_IN)
+def barge_in(session: AgentSession[Any], gate: Gate, *, interrupt: bool) -> SpeechHandle:
+    """The user speaks while the handoff is held at ``gate``; then the handoff goes on."""
+    try:
+        if interrupt:
+            session.interrupt()
+        return session.generate_reply(user_input=BARGE_IN)
+    finally:
+        gate.open()  # a failed barge-in must not leave the handoff held
 
 
 # -- a handoff, pipeline LLM --
@@ -188,10 +192,7 @@ async def test_barge_in_during_a_handoff_is_answered_by_the_arriving_agent(
 
     run: RunResult[Any] = session.run(user_input=USER_TURN)
     await gate.reached()
-    try:
-        handle = barge_in(session, interrupt=True)
-    finally:
-        gate.open()  # a failed barge-in must not leave the handoff held
+    handle = barge_in(session, gate, interrupt=True)
     await bounded(run, what="session.run() across the handoff")
     await bounded(handle, what="the reply to the barge-in")
 
@@ -234,10 +235,7 @@ async def test_input_while_an_inline_task_starts_is_answered_by_the_task(
     run: RunResult[Any] = session.run(user_input="I want to fill in the form.")
     await gate.reached()
     # the speech awaiting the task holds its interruptions: text input, no barge-in
-    try:
-        handle = barge_in(session, interrupt=False)
-    finally:
-        gate.open()  # a failed barge-in must not leave the handoff held
+    handle = barge_in(session, gate, interrupt=False)
     await bounded(run, what="session.run() into the task")
     await bounded(handle, what="the reply to the input")
 
@@ -283,10 +281,7 @@ async def test_input_while_an_inline_task_returns_is_answered_by_its_caller(
     await gate.reached()
     if hold == "draining":
         assert journal.events[-1] == "exit form"
-    try:
-        handle = barge_in(session, interrupt=False)
-    finally:
-        gate.open()  # a failed barge-in must not leave the handoff held
+    handle = barge_in(session, gate, interrupt=False)
     await bounded(run, what="session.run() out of the task")
     await bounded(handle, what="the reply to the input")
 
@@ -333,10 +328,7 @@ async def test_realtime_input_during_a_handoff_is_answered_by_the_arriving_agent
 
     run: RunResult[Any] = session.run(user_input=USER_TURN)
     await gate.reached()
-    try:
-        handle = barge_in(session, interrupt=True)
-    finally:
-        gate.open()  # a failed barge-in must not leave the handoff held
+    handle = barge_in(session, gate, interrupt=True)
     await bounded(run, what="session.run() across the handoff")
     await bounded(handle, what="the reply to the barge-in")
 
