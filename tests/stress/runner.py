@@ -3,8 +3,8 @@
     python -m tests.stress --seeds 0:200 [--replay SEED] [--json out.json] [--no-shrink] [--jobs N]
 
 Each scenario runs in an event loop of its own (``asyncio.run``), with a fresh AgentSession.
-``--jobs N`` splits the seeds into N contiguous ranges run by N processes; the report is the
-same as one process's, in seed order. Stock sits out many 3 s bounds, which is where it helps.
+``--jobs N`` runs the seeds in N processes; the report is the same as one process's, in seed
+order. Stock sits out many 3 s bounds, which is where it helps.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import concurrent.futures
+import contextlib
+import itertools
 import json
 import logging
 import multiprocessing
@@ -19,7 +21,7 @@ import sys
 import time
 import traceback
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import version
 from typing import Any
@@ -72,48 +74,44 @@ def shrink(sc: Scenario, failing: set[str], budget: int = SHRINK_BUDGET) -> tupl
     return best, best_v
 
 
-def run_seeds(seeds: Iterable[int], *, do_shrink: bool = True, progress: bool = False) -> list[Outcome]:
-    outcomes: list[Outcome] = []
-    for n, seed in enumerate(seeds):
-        sc = generate(seed)
-        t0 = time.perf_counter()
-        violations = run_one(sc)
-        outcome = Outcome(sc, violations, time.perf_counter() - t0)
-        if violations and do_shrink:
-            outcome.shrunk, outcome.shrunk_violations = shrink(sc, outcome.invariants)
-        outcomes.append(outcome)
-        if progress and (n + 1) % 100 == 0:
-            bad = sum(1 for o in outcomes if o.violations)
-            print(f"  ... {n + 1} seeds, {bad} failing", file=sys.stderr, flush=True)
-    return outcomes
+def run_seed(seed: int, do_shrink: bool = True) -> Outcome:
+    sc = generate(seed)
+    t0 = time.perf_counter()
+    violations = run_one(sc)
+    outcome = Outcome(sc, violations, time.perf_counter() - t0)
+    if violations and do_shrink:
+        outcome.shrunk, outcome.shrunk_violations = shrink(sc, outcome.invariants)
+    return outcome
 
 
-def _chunk(seeds: range, do_shrink: bool) -> list[Outcome]:
-    _quiet_livekit_logs()  # a worker process starts without the CLI's logging setup
-    return run_seeds(seeds, do_shrink=do_shrink)
-
-
-def run_seeds_parallel(
-    seeds: range, *, jobs: int, do_shrink: bool = True, progress: bool = False
+def run_seeds(
+    seeds: Sequence[int], *, do_shrink: bool = True, progress: bool = False, jobs: int = 1
 ) -> list[Outcome]:
-    """``run_seeds`` over ``jobs`` processes, each a contiguous part of ``seeds``; seed order kept."""
+    """Every seed's outcome, in seed order; ``jobs`` > 1 runs them in that many processes."""
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1, got {jobs}")
-    jobs = min(jobs, len(seeds)) or 1
-    size = -(-len(seeds) // jobs)
-    parts = [seeds[i : i + size] for i in range(0, len(seeds), size)]
-    # spawn: a forked worker would inherit the parent's logging handlers and asyncio state
-    ctx = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(max_workers=len(parts), mp_context=ctx) as pool:
-        futures = [pool.submit(_chunk, part, do_shrink) for part in parts]
-        for part, fut in zip(parts, futures, strict=True):
-            if progress:
-                fut.add_done_callback(
-                    lambda f, part=part: print(
-                        f"  ... seeds {part.start}:{part.stop} done", file=sys.stderr, flush=True
-                    )
+    with contextlib.ExitStack() as stack:
+        if jobs == 1:
+            results: Iterator[Outcome] = (run_seed(seed, do_shrink) for seed in seeds)
+        else:
+            # spawn: a forked worker would inherit the parent's logging handlers and asyncio
+            # state; a worker starts without the CLI's logging setup, hence the initializer
+            pool = stack.enter_context(
+                concurrent.futures.ProcessPoolExecutor(
+                    max_workers=jobs,
+                    mp_context=multiprocessing.get_context("spawn"),
+                    initializer=_quiet_livekit_logs,
                 )
-        return [o for fut in futures for o in fut.result()]
+            )
+            chunksize = max(1, len(seeds) // (jobs * 8))
+            results = pool.map(run_seed, seeds, itertools.repeat(do_shrink), chunksize=chunksize)
+        outcomes: list[Outcome] = []
+        for n, outcome in enumerate(results):
+            outcomes.append(outcome)
+            if progress and (n + 1) % 100 == 0:
+                bad = sum(1 for o in outcomes if o.violations)
+                print(f"  ... {n + 1} seeds, {bad} failing", file=sys.stderr, flush=True)
+        return outcomes
 
 
 def table(outcomes: list[Outcome]) -> str:
@@ -212,10 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.replay is not None:
         print(generate(seeds.start).describe())
     progress = len(seeds) >= 500
-    if args.jobs > 1:
-        outcomes = run_seeds_parallel(seeds, jobs=args.jobs, do_shrink=not args.no_shrink, progress=progress)
-    else:
-        outcomes = run_seeds(seeds, do_shrink=not args.no_shrink, progress=progress)
+    outcomes = run_seeds(seeds, do_shrink=not args.no_shrink, progress=progress, jobs=args.jobs)
     print(report(outcomes, seeds_arg))
     if args.json:
         with open(args.json, "w") as f:
