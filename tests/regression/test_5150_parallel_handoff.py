@@ -5,7 +5,10 @@ One generation of the triage agent calls ``save_data`` (returns "Saved: x") and
 leaving agent for one more generation with the results (its instructions,
 ``tool_choice="none"``) and voices it, even after the leaving agent's ``on_exit``; the
 arriving agent, built from the leaving agent's context inside the tool, never sees the
-batch; two agents returned in one batch silently drop both handoffs.
+batch; two agents returned in one batch silently drop both handoffs. The fork gives an
+arriving agent that carries the conversation on (built with the leaving agent's context) the
+whole batch and keeps the leaving agent silent; an arriving agent with a context of its own
+starts afresh, so the leaving agent still voices the results as the end of its turn.
 """
 
 from __future__ import annotations
@@ -139,7 +142,8 @@ async def test_leaving_agent_says_nothing_after_parallel_handoff(
     make_session: MakeSession, order: tuple[str, ...], slow: str | None, output: str
 ) -> None:
     journal = Journal()
-    triage = TriageAgent(journal)
+    # the documented way: the arriving agent carries the conversation on
+    triage = TriageAgent(journal, carry_context=True)
     fake = ScriptedLLM([Reply(tool_calls=batch(order))], fallback=by_agent)
     session, result = await run_batch(make_session, triage, fake, slow=slow, output=output)
 
@@ -177,16 +181,28 @@ async def test_arriving_agent_built_from_context_sees_the_whole_batch(
 
 
 @ORDERS
-async def test_fresh_arriving_agent_gets_no_orphaned_tool_items(
+async def test_fresh_arriving_agent_loses_no_sibling_result(
     make_session: MakeSession, order: tuple[str, ...]
 ) -> None:
+    """Parity: an arriving agent built without the leaving one's context. Stock has the leaving
+    agent voice the sibling's result; the fork gives it to the arriving agent, call and output
+    together. Either way the model sees the result, and never a call without its output."""
     journal = Journal()
     triage = TriageAgent(journal)
     fake = ScriptedLLM([Reply(tool_calls=batch(order))], fallback=by_agent)
     session, _ = await run_batch(make_session, triage, fake)
     await bounded(session.run(user_input="hello"), what="next turn")
-    first = next(c for c in fake.calls if c.instructions == SECONDARY)
-    assert not [t for t in first.item_types() if t.startswith("function_call")], first.item_types()
+
+    later = fake.calls[1:]
+    assert any(
+        i.type == "function_call_output" and i.name == "save_data" and i.output == "Saved: x"
+        for call in later
+        for i in call.chat_ctx.items
+    ), "no request after the batch saw the sibling's result"
+    for call in later:
+        ids = [i.call_id for i in call.chat_ctx.items if i.type == "function_call"]
+        outs = [i.call_id for i in call.chat_ctx.items if i.type == "function_call_output"]
+        assert sorted(ids) == sorted(outs), call.item_types()
 
 
 @BUG

@@ -3,14 +3,15 @@
 
 Stock 1.8.9 asks the leaving agent's realtime session for one more reply to the sibling's
 result (models without automatic tool replies), so the leaving agent speaks after its
-handoff. The fork only pushes the outputs (every call the model issued is answered, on a
-reused or a replaced session) and lets the arriving agent speak.
+handoff. The arriving agent is built with the leaving agent's context, so it carries the
+conversation on: the fork only pushes the outputs (every call the model issued is answered,
+on a reused or a replaced session) and lets the arriving agent speak.
 """
 
 from __future__ import annotations
 
 import pytest
-from livekit.agents import Agent, function_tool
+from livekit.agents import Agent, function_tool, llm
 
 from tests.fakes import (
     Journal,
@@ -31,8 +32,8 @@ LEAVING_REPLY = "triage speaking after the handoff"
 
 
 class SecondaryAgent(Agent):
-    def __init__(self, journal: Journal) -> None:
-        super().__init__(instructions=SECONDARY)
+    def __init__(self, journal: Journal, chat_ctx: llm.ChatContext | None = None) -> None:
+        super().__init__(instructions=SECONDARY, chat_ctx=chat_ctx)
         self.journal = journal
 
     async def on_enter(self) -> None:
@@ -51,8 +52,8 @@ class TriageAgent(JournalingAgent):
 
     @function_tool
     async def switch_to_secondary(self) -> Agent:
-        """Hand the conversation to the secondary agent."""
-        self.secondary = SecondaryAgent(self.journal)
+        """Hand the conversation to the secondary agent, which carries it on."""
+        self.secondary = SecondaryAgent(self.journal, self.chat_ctx)
         return self.secondary
 
 

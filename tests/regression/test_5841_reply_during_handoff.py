@@ -5,9 +5,9 @@ Meanwhile the application hands the caller to the billing desk (``session.update
 If the tool returns while the front desk runs its ``on_exit()``, stock 1.8.9 has the front desk
 answer the result after that ``on_exit()``: the leaving activity looks idle and is not paused
 yet, so ``_ToolExecutor._deliver_reply()`` asks it for the reply and the drain lets it run. The
-fork waits for the handoff: a session-scoped tool's result is answered by the billing desk, an
-agent-scoped one is dropped with its activity (as upstream does when the activity closed
-first), and the front desk makes no request after its ``on_exit()``.
+fork waits for the handoff: the result is answered by the billing desk, whether the tool is
+session-scoped or the front desk's own (its activity closes, but the result is not lost with
+it), and the front desk makes no request after its ``on_exit()``.
 """
 
 from __future__ import annotations
@@ -125,10 +125,7 @@ async def test_result_returned_during_on_exit_is_not_answered_by_the_leaving_age
     journal.exit_gates["front"].open()
     await bounded(journal.entered["billing"].wait(), what="billing desk on_enter")
 
-    if scope == "session_toolset":
-        await bounded(delivered, what="the reply to the order result")
-    else:
-        delivered.cancel()
+    await bounded(delivered, what="the reply to the order result")
     await bounded(session.run(user_input="Thanks."), what="next turn")
 
     assert session.current_agent is billing
@@ -138,13 +135,8 @@ async def test_result_returned_during_on_exit_is_not_answered_by_the_leaving_age
     assert FRONT not in late, late
     outputs = [i for i in session.history.items if i.type == "function_call_output" and i.call_id == FINAL_ID]
     assert len(outputs) == 1 and outputs[0].output == SHIPPED
-    if scope == "session_toolset":
-        # the billing desk answered the result, then the next turn
-        assert late == [BILLING, BILLING], late
-        answered = fake.calls[calls_at_exit[0]]
-        assert any(
-            i.type == "function_call_output" and i.call_id == FINAL_ID for i in answered.chat_ctx.items
-        )
-    else:
-        assert late == [BILLING], late
+    # the billing desk answered the result, then the next turn
+    assert late == [BILLING, BILLING], late
+    answered = fake.calls[calls_at_exit[0]]
+    assert any(i.type == "function_call_output" and i.call_id == FINAL_ID for i in answered.chat_ctx.items)
     assert not error_logs.records, [r.getMessage() for r in error_logs.records]

@@ -58,8 +58,10 @@ def user_text(turn: int) -> str:
 
 
 class StressAgent(Agent):
-    def __init__(self, world: World, agent_id: str, tools: list[Any]) -> None:
-        super().__init__(instructions=f"You are {agent_id}.", id=agent_id, tools=tools)
+    def __init__(
+        self, world: World, agent_id: str, tools: list[Any], chat_ctx: llm.ChatContext | None = None
+    ) -> None:
+        super().__init__(instructions=f"You are {agent_id}.", id=agent_id, tools=tools, chat_ctx=chat_ctx)
         self.world = world
 
     async def on_enter(self) -> None:
@@ -128,13 +130,16 @@ class World:
     def _scoped(self, scope: str) -> list[llm.FunctionTool]:
         return [t for t, s in zip(self.tools, self.sc.scopes, strict=True) if s == scope]
 
-    def new_agent(self) -> StressAgent:
+    def new_agent(self, chat_ctx: llm.ChatContext | None = None) -> StressAgent:
+        """A new agent; with ``chat_ctx`` (the leaving agent's) it carries the conversation on."""
         agent_id = f"agent_{self.n_agents}"
         self.n_agents += 1
         tools: list[Any] = list(self._scoped("agent"))
         if scoped := self._scoped("agent_toolset"):
             tools.append(AsyncToolset(id=f"{agent_id}_async", tools=scoped))
-        return StressAgent(self, agent_id, tools)
+        if chat_ctx is not None:
+            self.probe.carries_on.add(agent_id)
+        return StressAgent(self, agent_id, tools, chat_ctx=chat_ctx)
 
     # -- the model: a tool batch for each user turn, text for anything else --
 
@@ -182,7 +187,10 @@ class World:
                 return f"result of {key}"
             if step.returns in ("agent", "agent_text"):
                 call_id = ctx.function_call.call_id
-                agent = self.new_agent()
+                # every other turn's agents carry the conversation on, the others start afresh
+                carry = int(key[1:].split("s")[0]) % 2 == 0
+                issuer = self.probe.agents.get(self.probe.issuer(call_id) or "")
+                agent = self.new_agent(issuer.chat_ctx if carry and issuer is not None else None)
                 self.probe.handoff_calls[f"{call_id}_final" if step.update else call_id] = agent.id
                 return agent if step.returns == "agent" else (agent, f"{inv.HANDOFF_MESSAGE} {key}")
             if step.returns == "tool_error":

@@ -22,8 +22,9 @@ INVARIANTS: dict[str, str] = {
     "after its on_exit finished, unless it continues a speech created before that on_exit started "
     "(drain() awaits on_exit, then lets the queued speech finish: upstream's documented order)",
     "leaving_agent_silent": "once its on_exit started, an agent answers a batch of its own in which "
-    "a tool returned the agent that took over from it only to voice a handoff message "
-    "((Agent, str)), never the siblings' results alone (#5150)",
+    "a tool returned the agent that took over from it, when that agent carries the conversation "
+    "on (built with its context), only to voice a handoff message ((Agent, str)), never the "
+    "siblings' results alone (#5150); an agent that starts afresh leaves them to it",
     "one_output_per_call": "every function_call in session.history has exactly one "
     "function_call_output with its call_id, and every output has its call",
     "unique_item_ids": "no two items of session.history share an id",
@@ -87,6 +88,8 @@ class Probe:
     handoff_calls: dict[str, str] = field(default_factory=dict)
     """call id (``<id>_final`` for deferred returns) -> id of the agent that tool call returned"""
     issued: dict[str, str] = field(default_factory=dict)
+    carries_on: set[str] = field(default_factory=set)
+    """ids of the agents built with the leaving agent's context"""
     """call id -> id of the agent the model issued it for (whose batch it is)"""
     tools_running: int = 0
     tools_idle: asyncio.Event = field(default_factory=asyncio.Event)
@@ -219,6 +222,7 @@ def check_late_generations(probe: Probe) -> list[Violation]:
             if c in entered_via
             and probe.issuer(c) == g.agent
             and probe.handoff_calls[c] == probe.successor(g.agent)
+            and probe.handoff_calls[c] in probe.carries_on
         ]
         if g.seq > exiting_at[g.agent] and took_place and not g.voices_handoff:
             out.append(

@@ -54,6 +54,7 @@ def _agent_0_calls(*call_ids: str, handing_off: str, to: str) -> Probe:
     _enter(probe, "agent_0")
     _batch(probe, "agent_0", *call_ids)
     probe.handoff_calls[handing_off] = to
+    probe.carries_on.add(to)  # built with agent_0's context: it carries the conversation on
     return probe
 
 
@@ -68,6 +69,16 @@ def test_own_batch_answered_after_its_handoff_took_the_agent_out() -> None:
     _enter(probe, "agent_1")
 
     assert _names(probe) == ["leaving_agent_silent"]
+
+
+def test_an_agent_that_starts_afresh_leaves_the_batch_to_the_leaving_one() -> None:
+    probe = _agent_0_calls("c0_0", "c0_1", handing_off="c0_0", to="agent_1")
+    probe.carries_on.clear()  # agent_1 was built without agent_0's context
+    _exit(probe, "agent_0")
+    _generation(probe, "agent_0", ("c0_0", "c0_1"))
+    _enter(probe, "agent_1")
+
+    assert _names(probe) == []
 
 
 def test_deferred_return_of_own_batch_counts_too() -> None:
