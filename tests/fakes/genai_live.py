@@ -49,6 +49,7 @@ __all__ = [
     "assert_only_issued_call_ids",
     "go_away_message",
     "model_text_message",
+    "offline_live_server",
     "sent_call_ids",
     "tool_call_message",
     "turn_texts",
@@ -209,6 +210,17 @@ class FakeLiveServer:
     def all_sent(self) -> list[tuple[int, WireMessage]]:
         """``(connection index, message)`` for every message sent, connection by connection."""
         return [(c.index, m) for c in self.connections for m in [*c.sent, *c.sent_after_close]]
+
+
+def offline_live_server(monkeypatch: pytest.MonkeyPatch) -> FakeLiveServer:
+    """A :class:`FakeLiveServer`, installed, and the Gemini API (not Vertex AI) selected with a
+    placeholder key: the plugin needs an API key to construct."""
+    monkeypatch.setenv("GOOGLE_API_KEY", "offline-test-key")
+    for var in ("GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_LOCATION"):
+        monkeypatch.delenv(var, raising=False)
+    server = FakeLiveServer()
+    server.install(monkeypatch)
+    return server
 
 
 # -- server messages (wire JSON) ----------------------------------------------------------------
