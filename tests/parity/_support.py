@@ -1,4 +1,4 @@
-"""Helpers shared by the parity tests (see ``tests/parity/README``-style notes in each file).
+"""Helpers shared by the parity tests in this folder.
 
 A parity test pins what stock livekit-agents 1.8.9 gets right next to the lines our patches
 change: it has no ``upstream_bug`` marker and must pass on stock and on the fork. Where the
