@@ -35,7 +35,7 @@ from tests.fakes import (
     spoken,
     tool_call,
 )
-from tests.parity._support import assert_every_call_answered, fork_regression, outputs_in, transcript
+from tests.parity._support import assert_every_call_answered, outputs_in, transcript
 
 TRIAGE = "You are the triage agent."
 SECONDARY = "You are the secondary agent."
@@ -133,7 +133,6 @@ async def test_sibling_result_survives_a_handoff_to_a_shared_context(
 
 @ORDERS
 @pytest.mark.parametrize("kind", KINDS)
-@fork_regression("0001: sibling results are neither voiced nor carried to an agent with a fresh context")
 async def test_sibling_result_survives_a_handoff_to_a_fresh_context(
     make_session: MakeSession, kind: str, order: tuple[str, ...]
 ) -> None:

@@ -19,6 +19,7 @@ from livekit.agents import Agent, RunContext, function_tool
 
 from tests import fakes
 from tests.fakes import (
+    MODEL_KINDS,
     JournalingAgent,
     JournalingTask,
     MakeSession,
@@ -29,7 +30,7 @@ from tests.fakes import (
     spoken,
     tool_call,
 )
-from tests.parity._support import assert_every_call_answered, fork_regression, transcript
+from tests.parity._support import assert_every_call_answered, transcript
 
 DESK = "You are the desk."
 FORM = "You fill in the form."
@@ -151,29 +152,7 @@ async def test_inline_task_returning_itself_still_hands_back(make_session: MakeS
 
 
 @pytest.mark.allow_error_logs(r"an activity is already running", r"Task exception was never retrieved")
-@pytest.mark.parametrize(
-    "kind",
-    [
-        pytest.param(
-            "pipeline",
-            marks=fork_regression(
-                "0005: a refused handoff raises in the reply task, the call never reaches the history"
-            ),
-        ),
-        pytest.param(
-            "realtime-reused",
-            marks=fork_regression(
-                "0005: a refused handoff raises in the generation task, the model never gets the output"
-            ),
-        ),
-        pytest.param(
-            "realtime-replaced",
-            marks=fork_regression(
-                "0005: a refused handoff raises in the generation task, the model never gets the output"
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("kind", MODEL_KINDS)
 async def test_handoff_to_an_agent_running_elsewhere_loses_nothing(
     make_session: MakeSession, kind: str
 ) -> None:
