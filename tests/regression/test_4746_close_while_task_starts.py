@@ -22,7 +22,15 @@ from typing import Any
 import pytest
 from livekit.agents import Agent, AgentTask, ToolError, function_tool
 
-from tests.fakes import MakeSession, Reply, ScriptedLLM, ScriptedRealtimeModel, bounded, tool_call
+from tests.fakes import (
+    ErrorLogCapture,
+    MakeSession,
+    Reply,
+    ScriptedLLM,
+    ScriptedRealtimeModel,
+    bounded,
+    tool_call,
+)
 
 BUG = pytest.mark.upstream_bug("livekit/agents#4746")
 
@@ -68,7 +76,7 @@ def ticks(n: int) -> Any:
 
 @pytest.mark.parametrize("model", ["pipeline", pytest.param("realtime", marks=BUG)])
 async def test_run_ends_quietly_when_the_session_closes_as_a_task_starts(
-    make_session: MakeSession, model: str
+    make_session: MakeSession, error_logs: ErrorLogCapture, model: str
 ) -> None:
     # the close lands at every tick from the tool's start on, so some land before the task
     # started: the tool is then told why, and the run still ends without raising
@@ -91,6 +99,9 @@ async def test_run_ends_quietly_when_the_session_closes_as_a_task_starts(
             await bounded(run, what="session.run()")
         except ToolError as e:
             pytest.fail(f"close {n} ticks after the tool started: run() raised {e!r}")
+        # what the user sees of the crash: the generation task's error in the logs
+        crashed = [r.getMessage() for r in error_logs.unexpected()]
+        assert not crashed, f"close {n} ticks after the tool started: {crashed}"
         refused += any(isinstance(got, ToolError) for got in desk.tool_got)
     # the sweep did reach the window where the task could not start
     assert refused > 0

@@ -36,6 +36,7 @@ from tests import fakes
 from tests.fakes import (
     GEMINI_CAPABILITIES,
     MODEL_KINDS,
+    BoundedWaitTimeout,
     Gate,
     JournalingAgent,
     JournalingTask,
@@ -63,10 +64,23 @@ TRANSFERRING = "Transferring you now"
 TIMED_OUT = "timed out waiting for realtime auto tool reply"
 # well under the 5 s the stock activity waits for the discarded auto reply
 RUN_BOUND = 2.5
+# the bound on the wait itself lets stock's run() come back after its 5 s, so the test can
+# show what the user saw (how long it took, the warning) instead of timing out
+RUN_WAIT = 8.0
 
 
 def records(caplog: pytest.LogCaptureFixture, text: str) -> list[logging.LogRecord]:
     return [r for r in caplog.records if text in r.getMessage()]
+
+
+async def returns_promptly(run: Any, caplog: pytest.LogCaptureFixture, what: str) -> None:
+    """Await a run, then assert it did not sit out stock's wait for a discarded auto reply."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await bounded(run, RUN_WAIT, what=what)
+    took = loop.time() - started
+    timed_out = [r.getMessage() for r in records(caplog, TIMED_OUT)]
+    assert took < RUN_BOUND and not timed_out, f"{what} took {took:.1f}s: {timed_out}"
 
 
 def outputs(session: AgentSession[Any]) -> dict[str, llm.FunctionCallOutput]:
@@ -150,7 +164,7 @@ async def test_run_returns_once_the_arriving_agent_entered(
     # the run is held by the arriving agent's on_enter, and by nothing else once it ends
     assert not run.done()
     triage.enter_gate.open()
-    await bounded(run, RUN_BOUND, what="session.run() after the handoff")
+    await returns_promptly(run, caplog, "session.run() after the handoff")
 
     assert session.current_agent is triage.secondary
     assert journal.events == ["enter triage", "exit triage", "enter secondary"]
@@ -207,7 +221,7 @@ async def test_gemini_like_agent_hands_back_to_a_pipeline_agent_with_a_message(
     )
     assert session.current_agent is front.gemini
 
-    await bounded(session.run(user_input="back to the front desk"), RUN_BOUND, what="session.run() back")
+    await returns_promptly(session.run(user_input="back to the front desk"), caplog, "session.run() back")
 
     assert session.current_agent is front
     assert journal.events == ["enter front", "exit front", "enter gemini", "exit gemini", "enter front"]
@@ -353,7 +367,10 @@ async def enter_form(session: AgentSession[Any]) -> None:
     assert isinstance(session.current_agent, FormTask)
 
 
-@BUG
+# handed back from outside any run, stock starts nothing at all: the desk's answer never comes
+@pytest.mark.upstream_bug(
+    "livekit/agents#4746", raises=BoundedWaitTimeout, match="the desk's answer after update_agent"
+)
 @MODELS
 @pytest.mark.parametrize("how", ["back_to_desk", "back_by_update_agent", "update_agent_from_outside"])
 async def test_handing_back_resumes_the_suspended_agent(
@@ -379,7 +396,10 @@ async def test_handing_back_resumes_the_suspended_agent(
             )
         )
         session.update_agent(desk)
-        await answered
+        try:
+            await answered
+        except BoundedWaitTimeout as e:
+            raise BoundedWaitTimeout(f"{e} (the desk's answer after update_agent(desk))") from None
     else:
         await bounded(session.run(user_input="take me back to the desk"), what="session.run() handing back")
 
@@ -442,7 +462,10 @@ async def test_handing_off_to_a_new_agent_closes_the_suspended_one(
     assert not late_calls(model)
 
 
-@BUG
+# the bug is the hang itself: the desk's tool waits for itself and nothing else happens
+@pytest.mark.upstream_bug(
+    "livekit/agents#4746", raises=BoundedWaitTimeout, match=r"session\.run\(\) completing and handing off"
+)
 @MODELS
 async def test_task_that_completes_and_hands_off_in_one_tool(make_session: MakeSession, kind: str) -> None:
     """Stock resumes nothing and closes the desk's activity from inside the desk's own tool,
@@ -508,6 +531,8 @@ async def test_handing_off_from_a_nested_task(make_session: MakeSession, target:
     else:
         arriving = desk if target == "back_to_desk" else journal.new_desk
         assert session.current_agent is arriving
+        # both suspended tools, the form's and the desk's, are told why they end
+        assert set(got) == {"form", "desk"}, f"tools that got a result: {journal.results}"
         # the form is left without a word, the desk resumes (or leaves for the new one)
         assert isinstance(got["form"], ToolError) and "handed off" in str(got["form"])
         assert isinstance(got["desk"], ToolError)
@@ -534,11 +559,16 @@ async def test_update_agent_refuses_an_agent_that_already_runs(make_session: Mak
     desk = Desk(journal)
     session = await make_session(desk, llm=ScriptedLLM(fallback=answer))
 
-    with pytest.raises(RuntimeError, match="already running"):
+    refused: RuntimeError | None = None
+    try:
         session.update_agent(elsewhere)
+    except RuntimeError as e:
+        refused = e
 
     # nothing changed: the session still runs, and says, the desk
-    assert session.current_agent is desk
+    assert session.current_agent is desk, f"the session now says {session.current_agent!r}"
     assert other.current_agent is elsewhere
+    # and the caller is told at once
+    assert refused is not None and "already running" in str(refused)
     await bounded(session.run(user_input="hello"), what="session.run() after the refused handoff")
     assert journal.events == ["enter desk"]
