@@ -552,6 +552,58 @@ async def test_handing_off_from_a_nested_task(make_session: MakeSession, target:
 
 
 @BUG
+@MODELS
+async def test_input_while_handing_back_past_a_task_is_for_the_agent_handed_back_to(
+    make_session: MakeSession, kind: str
+) -> None:
+    """The verification nested in the form hands back to the desk, and the user speaks during
+    its on_exit: the form resumes on the way only to leave, and the desk answers the input."""
+    model = scripted_model(
+        kind,
+        [
+            Reply(tool_calls=[tool_call("open_form")]),
+            Reply(tool_calls=[tool_call("verify")]),
+            Reply(tool_calls=[tool_call("back_to_desk")]),
+        ],
+        fallback=answer,
+    )
+    journal = Journal()
+    desk = Desk(journal)
+    session = await make_session(desk, llm=model)
+    await enter_form(session)
+    await bounded(session.run(user_input="verify me"), what="session.run() entering the verification")
+    assert isinstance(session.current_agent, VerifyTask)
+    before = len(requests(model))
+
+    gate = journal.exit_gates["verify"] = Gate("verify on_exit")
+    exiting = asyncio.ensure_future(journal.exiting["verify"].wait())
+    handing_back = asyncio.ensure_future(session.run(user_input="done here"))
+    try:
+        await bounded(asyncio.wait([exiting, handing_back], return_when=asyncio.FIRST_COMPLETED))
+    finally:
+        exiting.cancel()
+    assert journal.exiting["verify"].is_set(), "handing back to the desk did not close the verification"
+    current_during_on_exit = session.current_agent
+    try:
+        handle = session.generate_reply(user_input="one more thing")
+    finally:
+        gate.open()
+    await bounded(handle, what="the answer to the input")
+    await bounded(handing_back, what="session.run() leaving the verification")
+
+    # the desk answers it, once (it answers its tool's error too); the form says nothing
+    replies = [i.text_content for i in handle.chat_items if i.type == "message" and i.role == "assistant"]
+    assert replies == [f"answer of {DESK}"]
+    assert FORM not in [r.instructions for r in requests(model)[before:]]
+    assert session.current_agent is desk and current_during_on_exit is desk
+    assert journal.events == ["enter desk", "enter form", "enter verify", "exit verify", "exit form"]
+    assert unanswered_calls(session) == []
+
+    await bounded(session.aclose(), what="AgentSession.aclose")
+    assert not late_calls(model)
+
+
+@BUG
 async def test_update_agent_refuses_an_agent_that_already_runs(make_session: MakeSession) -> None:
     elsewhere = Desk(Journal(), name="elsewhere")
     other = await make_session(elsewhere, llm=ScriptedLLM(fallback=answer))
