@@ -143,6 +143,8 @@ class RTGeneration:
     """Agent whose activity asked for it (best effort; None for model-initiated ones)."""
     scripted: bool
     reply: Reply | None = None
+    message_id: str | None = None
+    """Id of the assistant message the generation streams (as a server would announce it)."""
     outcome: Literal["pending", "completed", "interrupted", "error"] = "pending"
     done: asyncio.Future[str] = field(default_factory=asyncio.Future, repr=False)
     """Resolves with the outcome once the generation's streams are finished (never raises)."""
@@ -521,6 +523,7 @@ class _Generation:
         self._resolved: asyncio.Future[Reply | None] = asyncio.get_running_loop().create_future()
         self._open_streams = 2
         self._message_id = utils.shortuuid("fake_msg_")
+        record.message_id = self._message_id
         self._text_sent: list[str] = []
         self._calls_sent: list[llm.FunctionCall] = []
         session._active.add(self)

@@ -9,6 +9,7 @@ Found while testing livekit/agents#5936, not filed upstream on its own.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -168,3 +169,51 @@ async def test_without_a_mock_the_real_tool_runs(make_session: MakeSession) -> N
     session = await make_session(Researcher(), llm=fake)
     result: RunResult[Any] = await bounded(session.run(user_input="Research bees."), what="research turn")
     assert tool_output(result).output == REAL_OUTPUT
+
+
+# -- our build only: the positional binding stock mocks rely on is kept, with a warning ------
+
+
+@pytest.mark.fork_api
+async def test_positional_fallback_warns_how_to_write_the_mock(make_session: MakeSession) -> None:
+    """A mock not named like the tool's parameters still gets them by position (the guards in
+    tests/guards/test_mock_tools_guard.py pin that), with a DeprecationWarning saying how to
+    write it."""
+    seen: list[Any] = []
+
+    def mock(subject: Any) -> str:
+        seen.append(subject)
+        return "mocked"
+
+    with pytest.warns(DeprecationWarning, match=r"the mock of tool `research`") as record:
+        await research_turn(make_session, mock, arguments={"topic": "bees"})
+    assert isinstance(seen[0], RunContext), seen  # stock's positional binding: the first argument
+    messages = [str(w.message) for w in record if issubclass(w.category, DeprecationWarning)]
+    assert len(messages) == 1, messages
+    assert "by position" in messages[0] and "deprecated" in messages[0], messages[0]
+    assert "like the tool's (ctx, topic, depth)" in messages[0], messages[0]
+    assert "def mock(ctx)" in messages[0], messages[0]
+
+
+@pytest.mark.fork_api
+async def test_var_positional_fallback_warns(make_session: MakeSession) -> None:
+    with pytest.warns(DeprecationWarning, match=r"takes \(\*args\) .* by position") as record:
+        await research_turn(make_session, lambda *args: f"{len(args)}", arguments={"topic": "bees"})
+    assert any("def mock(ctx, topic, depth)" in str(w.message) for w in record), [
+        str(w.message) for w in record
+    ]
+
+
+@pytest.mark.fork_api
+@pytest.mark.parametrize(
+    "mock",
+    [lambda topic: "mocked", lambda depth, topic: "mocked", lambda **kwargs: "mocked", lambda: "mocked"],
+    ids=["topic", "depth-topic", "kwargs", "no-parameters"],
+)
+async def test_no_warning_for_mocks_named_like_the_tool(make_session: MakeSession, mock: Any) -> None:
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        await research_turn(make_session, mock, arguments={"topic": "bees"})
+    assert not [w for w in record if issubclass(w.category, DeprecationWarning)], [
+        str(w.message) for w in record
+    ]
