@@ -24,6 +24,7 @@ COMPARED = {
     "parallel_handoff": {
         "parallel/single": "fork <= 1.05",
         "leaving_llm_calls_after_batch": "fork 0, stock 1",
+        "fresh_leaving_llm_calls_after_batch": "1 on both: the leaving agent voices them",
     },
     "deferred_handoff": {"tool_return_to_on_enter_s": "fork <= 0.010, stock inf"},
     "long_run": {
@@ -39,6 +40,10 @@ COMPARED = {
 NOTES = """
 ## Reading the figures
 
+* `parallel/single` builds the arriving agent with the leaving agent's context, the documented
+  pattern #5150's fix is for: the fork hands off without the leaving agent's extra round trip.
+  `fresh_*` builds it with no context: it starts afresh, so on both builds the leaving agent voices
+  the siblings' results as the end of its turn (one more request, about the model's 100 ms).
 * `handoff_last/first` is the mean time of the last 100 of 1,000 sequential handoffs over the first
   100. Patch 0006 took the fork from about 1.35 to about 1.0: recording each tool call scanned the
   whole session history. `turns_500_wall_s` is 500 ordinary turns with a tool call and no handoff;
