@@ -12,7 +12,8 @@ Import from here, e.g.::
 Modules: ``script`` (Reply, tool_call, script/exhaustion rules), ``llm`` (ScriptedLLM),
 ``realtime`` (ScriptedRealtimeModel/Session, scripted_model, late_calls), ``audio`` (FakeTTS, FakeAudioOutput,
 RecordingTextOutput), ``session`` (offline AgentSession setup), ``sync`` (bounded waits, Gate),
-``agents`` (Journal, and agents and tasks that journal their on_enter/on_exit), ``history``
+``speech`` (Caller, ScriptedVAD, ScriptedSTT, FakeAudioInput: spoken turns through the session's
+audio input), ``agents`` (Journal, and agents and tasks that journal their on_enter/on_exit), ``history``
 (spoken, unanswered_calls: what a session's history shows), ``hygiene`` (the per-test checks
 wired up in ``tests/conftest.py``).
 """
@@ -35,6 +36,7 @@ from .realtime import (
 )
 from .script import Delay, Reply, ScriptExhaustedError, ScriptItem, tool_call
 from .session import MakeSession, offline_session_kwargs, running_session, start_session
+from .speech import Caller, FakeAudioInput, ScriptedSTT, ScriptedVAD, speech_session_kwargs
 from .sync import DEFAULT_TIMEOUT, BoundedWaitTimeout, Gate, bounded, wait_for_event
 
 __all__ = [
@@ -43,8 +45,10 @@ __all__ = [
     "HYGIENE_KEY",
     "MODEL_KINDS",
     "BoundedWaitTimeout",
+    "Caller",
     "Delay",
     "ErrorLogCapture",
+    "FakeAudioInput",
     "FakeAudioOutput",
     "FakeTTS",
     "Gate",
@@ -60,10 +64,12 @@ __all__ = [
     "RecordingTextOutput",
     "Reply",
     "ScriptExhaustedError",
+    "ScriptedSTT",
     "ScriptItem",
     "ScriptedLLM",
     "ScriptedRealtimeModel",
     "ScriptedRealtimeSession",
+    "ScriptedVAD",
     "SessionTracker",
     "bounded",
     "current_agent",
@@ -73,6 +79,7 @@ __all__ = [
     "running_session",
     "scripted_model",
     "snapshot_chat_ctx",
+    "speech_session_kwargs",
     "spoken",
     "start_session",
     "tool_call",

@@ -432,20 +432,31 @@ class ScriptedRealtimeSession(llm.RealtimeSession[Any]):
         *,
         respond: bool = True,
         reply: ScriptItem[RTGeneration] | None = None,
+        transcript_first: bool = True,
     ) -> RTGeneration | None:
         """Simulate a user voice turn detected server-side: speech started/stopped, the final
-        transcript, then (if ``respond``) the model's own reply generation."""
+        transcript, then (if ``respond``) the model's own reply generation. With
+        ``transcript_first=False`` the reply is created before the transcript comes in, as
+        providers that transcribe the input asynchronously do."""
         item_id = utils.shortuuid("fake_user_")
         self.emit("input_speech_started", llm.InputSpeechStartedEvent())
         self.emit("input_speech_stopped", llm.InputSpeechStoppedEvent(user_transcription_enabled=True))
         self._chat_ctx.add_message(role="user", content=transcript, id=item_id)
-        self.emit(
-            "input_audio_transcription_completed",
-            llm.InputTranscriptionCompleted(item_id=item_id, transcript=transcript, is_final=True),
-        )
+
+        def transcribed() -> None:
+            self.emit(
+                "input_audio_transcription_completed",
+                llm.InputTranscriptionCompleted(item_id=item_id, transcript=transcript, is_final=True),
+            )
+
+        if transcript_first or not respond:
+            transcribed()
         if not respond:
             return None
-        return self._emit(reply, source="emit_generation", user_initiated=False)
+        gen = self._emit(reply, source="emit_generation", user_initiated=False)
+        if not transcript_first:
+            transcribed()
+        return gen
 
     # -- internals --
 

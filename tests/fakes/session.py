@@ -50,15 +50,18 @@ def offline_session_kwargs(**overrides: Any) -> dict[str, Any]:
 async def start_session(
     agent: Agent,
     *,
+    audio_input: io.AudioInput | None = None,
     audio_output: io.AudioOutput | None = None,
     text_output: io.TextOutput | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     **session_kwargs: Any,
 ) -> AgentSession[Any]:
     """Build an offline session (see :func:`offline_session_kwargs`), attach the optional
-    outputs and start it with ``agent``. The caller must ``aclose()`` it; prefer
+    audio input and outputs and start it with ``agent``. The caller must ``aclose()`` it; prefer
     :func:`running_session` or the ``start_session`` fixture which do."""
     session: AgentSession[Any] = AgentSession(**offline_session_kwargs(**session_kwargs))
+    if audio_input is not None:
+        session.input.audio = audio_input
     if audio_output is not None:
         session.output.audio = audio_output
     if text_output is not None:
@@ -75,6 +78,7 @@ async def start_session(
 async def running_session(
     agent: Agent,
     *,
+    audio_input: io.AudioInput | None = None,
     audio_output: io.AudioOutput | None = None,
     text_output: io.TextOutput | None = None,
     timeout: float = DEFAULT_TIMEOUT,
@@ -83,6 +87,7 @@ async def running_session(
     """``async with running_session(agent, llm=fake) as session:`` -- started, always closed."""
     session = await start_session(
         agent,
+        audio_input=audio_input,
         audio_output=audio_output,
         text_output=text_output,
         timeout=timeout,
