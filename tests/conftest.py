@@ -126,3 +126,11 @@ async def make_session() -> AsyncIterator[MakeSession]:
 
     for session in reversed(sessions):
         await bounded(session.aclose(), DEFAULT_TIMEOUT, what="AgentSession.aclose")
+
+
+@pytest.fixture
+def bedrock(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The recording fake of the Bedrock stream, installed for Nova Sonic (Python 3.12+)."""
+    from tests.fakes.bedrock_stream import offline_bedrock
+
+    return offline_bedrock(monkeypatch)

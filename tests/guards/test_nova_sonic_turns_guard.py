@@ -22,7 +22,6 @@ from tests.fakes.bedrock_stream import (
     is_interactive_text,
     is_tool_result,
     model_turn,
-    offline_bedrock,
     sent_texts,
     tool_result_contents,
 )
@@ -31,11 +30,6 @@ pytestmark = [
     pytest.mark.skipif(sys.version_info < (3, 12), reason="the Nova Sonic extra needs Python 3.12+"),
     pytest.mark.filterwarnings("ignore:datetime.datetime.utcnow:DeprecationWarning"),
 ]
-
-
-@pytest.fixture
-def bedrock(monkeypatch: pytest.MonkeyPatch) -> FakeBedrock:
-    return offline_bedrock(monkeypatch)
 
 
 class Concierge(Agent):

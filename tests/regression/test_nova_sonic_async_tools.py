@@ -31,7 +31,6 @@ from tests.fakes.bedrock_stream import (
     is_interactive_text,
     is_tool_result,
     model_turn,
-    offline_bedrock,
     sent_texts,
     tool_result_contents,
 )
@@ -45,11 +44,6 @@ pytestmark = [
 QUESTION = "book table 12"
 FOLLOW_UP = "New results arrived from background tool calls"
 MARK = "This is a tool result, not the user speaking."
-
-
-@pytest.fixture
-def bedrock(monkeypatch: pytest.MonkeyPatch) -> FakeBedrock:
-    return offline_bedrock(monkeypatch)
 
 
 class Booker(Agent):

@@ -26,7 +26,6 @@ from tests.fakes.bedrock_stream import (
     FakeBedrock,
     is_interactive_text,
     model_turn,
-    offline_bedrock,
 )
 
 pytestmark = [
@@ -34,11 +33,6 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:datetime.datetime.utcnow:DeprecationWarning"),
     pytest.mark.upstream_bug("not-yet: a Nova Sonic session closed while connecting keeps its stream open"),
 ]
-
-
-@pytest.fixture
-def bedrock(monkeypatch: pytest.MonkeyPatch) -> FakeBedrock:
-    return offline_bedrock(monkeypatch)
 
 
 def _nova() -> Any:

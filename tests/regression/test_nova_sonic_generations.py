@@ -30,7 +30,6 @@ from tests.fakes.bedrock_stream import (
     is_interactive_text,
     is_tool_result,
     model_turn,
-    offline_bedrock,
     sent_texts,
     tool_result_contents,
 )
@@ -43,11 +42,6 @@ pytestmark = [
 
 QUESTION = "when do you open?"
 ANSWER = "We open at nine."
-
-
-@pytest.fixture
-def bedrock(monkeypatch: pytest.MonkeyPatch) -> FakeBedrock:
-    return offline_bedrock(monkeypatch)
 
 
 class Concierge(Agent):

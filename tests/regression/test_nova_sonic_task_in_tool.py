@@ -27,7 +27,6 @@ from tests.fakes.bedrock_stream import (
     FakeBedrock,
     is_interactive_text,
     model_turn,
-    offline_bedrock,
     sent_texts,
     tool_result_contents,
 )
@@ -43,11 +42,6 @@ ANSWER = "Your record is number 7."
 MARK = "This is a tool result, not the user speaking."
 # the framework's own wait for an automatic tool reply (5 s) must fit in the bound
 RUN_BOUND = 8.0
-
-
-@pytest.fixture
-def bedrock(monkeypatch: pytest.MonkeyPatch) -> FakeBedrock:
-    return offline_bedrock(monkeypatch)
 
 
 class LookupTask(AgentTask[str]):
