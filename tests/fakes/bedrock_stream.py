@@ -40,7 +40,7 @@ from typing import Any
 
 import pytest
 
-from .sync import DEFAULT_TIMEOUT, Gate, bounded
+from .sync import DEFAULT_TIMEOUT, Gate, RecordedSends, bounded
 
 __all__ = [
     "BedrockConnection",
@@ -151,7 +151,7 @@ class _DuplexStream:
 
 
 @dataclass(eq=False)
-class BedrockConnection:
+class BedrockConnection(RecordedSends[SentEvent]):
     """One bidirectional stream the plugin opened, what it sent on it and what went wrong."""
 
     index: int
@@ -244,32 +244,6 @@ class BedrockConnection:
         self._changed.set()
         self._changed = asyncio.Event()
         self.server._notify()
-
-    async def wait_sent(
-        self,
-        predicate: Callable[[SentEvent], bool],
-        *,
-        start: int = 0,
-        timeout: float = DEFAULT_TIMEOUT,
-        what: str = "a matching event",
-    ) -> SentEvent:
-        """Bounded wait until an event at index >= ``start`` of ``sent`` matches; return it."""
-
-        async def _wait() -> SentEvent:
-            while True:
-                for event in self.sent[start:]:
-                    if predicate(event):
-                        return event
-                await self._changed.wait()
-
-        return await bounded(_wait(), timeout, what=f"{what} on connection {self.index}")
-
-    async def wait_closed(self, timeout: float = DEFAULT_TIMEOUT) -> None:
-        async def _wait() -> None:
-            while not self.closed:
-                await self._changed.wait()
-
-        await bounded(_wait(), timeout, what=f"connection {self.index} to close")
 
     async def wait_ready(self, timeout: float = DEFAULT_TIMEOUT) -> None:
         """Bounded wait until the plugin streams audio input: the connection is fully up."""

@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +39,7 @@ from google.genai import types
 from websockets.exceptions import ConnectionClosedOK
 from websockets.frames import Close
 
-from .sync import DEFAULT_TIMEOUT, Gate, bounded
+from .sync import DEFAULT_TIMEOUT, Gate, RecordedSends, bounded
 
 __all__ = [
     "FakeLiveServer",
@@ -88,7 +88,7 @@ class _FakeWebSocket:
 
 
 @dataclass(eq=False)
-class LiveConnection:
+class LiveConnection(RecordedSends[WireMessage]):
     """One connection the plugin opened: what it was opened with and what it sent."""
 
     index: int
@@ -124,32 +124,6 @@ class LiveConnection:
             if call.get("id"):
                 self.issued_call_ids.add(call["id"])
         self._ws._inbox.put_nowait(message)
-
-    async def wait_sent(
-        self,
-        predicate: Callable[[WireMessage], bool],
-        *,
-        start: int = 0,
-        timeout: float = DEFAULT_TIMEOUT,
-        what: str = "a matching message",
-    ) -> WireMessage:
-        """Bounded wait until a message at index >= ``start`` matches; return the first."""
-
-        async def _wait() -> WireMessage:
-            while True:
-                for message in self.sent[start:]:
-                    if predicate(message):
-                        return message
-                await self._changed.wait()
-
-        return await bounded(_wait(), timeout, what=f"{what} on connection {self.index}")
-
-    async def wait_closed(self, timeout: float = DEFAULT_TIMEOUT) -> None:
-        async def _wait() -> None:
-            while not self.closed:
-                await self._changed.wait()
-
-        await bounded(_wait(), timeout, what=f"connection {self.index} to close")
 
 
 class FakeLiveServer:

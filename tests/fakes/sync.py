@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 __all__ = [
+    "RecordedSends",
     "DEFAULT_TIMEOUT",
     "BoundedWaitTimeout",
     "Gate",
@@ -134,3 +135,46 @@ class Gate:
     async def opened(self, timeout: float = DEFAULT_TIMEOUT) -> None:
         """Bounded wait until the gate is opened."""
         await bounded(self._opened.wait(), timeout, what=f"{self!r} to be opened")
+
+
+M = TypeVar("M")
+
+
+class RecordedSends(Generic[M]):
+    """Mixin for a fake connection that records what the plugin sent: ``sent`` in order,
+    ``closed``, ``index``, and ``_changed``, an Event set (and replaced) on every change.
+    A test waits on them, bounded."""
+
+    index: int
+    sent: list[M]
+    _changed: asyncio.Event
+
+    @property
+    def closed(self) -> bool:
+        raise NotImplementedError
+
+    async def wait_sent(
+        self,
+        predicate: Callable[[M], bool],
+        *,
+        start: int = 0,
+        timeout: float = DEFAULT_TIMEOUT,
+        what: str = "a matching message",
+    ) -> M:
+        """Bounded wait until a message at index >= ``start`` of ``sent`` matches; return it."""
+
+        async def _wait() -> M:
+            while True:
+                for message in self.sent[start:]:
+                    if predicate(message):
+                        return message
+                await self._changed.wait()
+
+        return await bounded(_wait(), timeout, what=f"{what} on connection {self.index}")
+
+    async def wait_closed(self, timeout: float = DEFAULT_TIMEOUT) -> None:
+        async def _wait() -> None:
+            while not self.closed:
+                await self._changed.wait()
+
+        await bounded(_wait(), timeout, what=f"connection {self.index} to close")
