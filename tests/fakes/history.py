@@ -21,3 +21,12 @@ def unanswered_calls(session: AgentSession[Any]) -> list[str]:
     items = session.history.items
     answered = {i.call_id for i in items if i.type == "function_call_output"}
     return [i.name for i in items if i.type == "function_call" and i.call_id not in answered]
+
+
+def user_messages(session: AgentSession[Any], text: str) -> int:
+    """How many user messages of ``session.history`` say ``text`` (a turn recorded once: 1)."""
+    return sum(
+        1
+        for i in session.history.items
+        if i.type == "message" and i.role == "user" and i.text_content == text
+    )

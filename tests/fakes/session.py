@@ -14,6 +14,7 @@ returns an awaitable ``RunResult``. What the defaults below avoid:
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -97,3 +98,20 @@ async def running_session(
         yield session
     finally:
         await bounded(session.aclose(), timeout, what="AgentSession.aclose")
+
+
+async def settled_on(session: AgentSession[Any], agent: Agent) -> None:
+    """Bounded: ``agent``'s activity is the session's, and idle (what was queued for it ran)."""
+    from livekit.agents.voice.agent_activity import ActivityClosedError
+
+    async def _settle() -> None:
+        while True:
+            try:
+                activity = await session.wait_for_idle()
+            except ActivityClosedError:
+                activity = None  # a handoff is closing the activity: look again
+            if activity is not None and activity.agent is agent:
+                return
+            await asyncio.sleep(0)  # one loop step for the handoff to go on; no timer
+
+    await bounded(_settle(), what=f"{type(agent).__name__} idle")

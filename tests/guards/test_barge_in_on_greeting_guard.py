@@ -24,6 +24,7 @@ from tests.fakes import (
     spoken,
     tool_call,
 )
+from tests.fakes.history import user_messages
 
 DESK = "You are the front desk."
 BILLING = "You are the billing desk."
@@ -44,14 +45,6 @@ class Desk(JournalingAgent):
     async def to_billing(self) -> Agent:
         """Put the caller through to the billing desk."""
         return Billing(self.journal, name="billing", instructions=BILLING)
-
-
-def user_messages(session: AgentSession[Any], text: str) -> int:
-    return sum(
-        1
-        for i in session.history.items
-        if i.type == "message" and i.role == "user" and i.text_content == text
-    )
 
 
 async def idle_on(session: AgentSession[Any], instructions: str) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from livekit.agents import AgentSession, function_tool
+from livekit.agents import function_tool
 
 from tests import fakes
 from tests.fakes import (
@@ -38,6 +38,7 @@ from tests.fakes import (
     spoken,
     tool_call,
 )
+from tests.fakes.history import user_messages
 
 AGENT_A = "You are agent A."
 AGENT_B = "You are agent B."
@@ -76,14 +77,6 @@ def answers_to(model: ScriptedLLM | ScriptedRealtimeModel, text: str) -> list[st
         if last_user_text(r) == text
         and (r.source == "generate_reply" if isinstance(r, RTGeneration) else True)
     ]
-
-
-def user_messages(session: AgentSession[Any], text: str) -> int:
-    return sum(
-        1
-        for i in session.history.items
-        if i.type == "message" and i.role == "user" and i.text_content == text
-    )
 
 
 @MODELS

@@ -6,24 +6,16 @@ for; the caller's audio goes through the session's audio input, VAD and STT."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
-from livekit.agents import Agent, AgentSession
+from livekit.agents import Agent
 
 from tests.fakes import Caller, Gate, LLMCall, Reply, ScriptedLLM, bounded, start_session
+from tests.fakes.history import user_messages
 
 AGENT = "You are the front desk."
 QUESTION = "What are your opening hours?"
 ANSWER = "We are open from nine to five."
 SPOKEN = "And on Sundays?"
-
-
-def user_messages(session: AgentSession[Any], text: str) -> int:
-    return sum(
-        1
-        for i in session.history.items
-        if i.type == "message" and i.role == "user" and i.text_content == text
-    )
 
 
 async def test_a_spoken_turn_ending_while_the_session_closes_is_recorded_not_answered() -> None:

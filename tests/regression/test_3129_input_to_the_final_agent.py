@@ -50,6 +50,7 @@ from tests.fakes import (
     tool_call,
     unanswered_calls,
 )
+from tests.fakes.history import user_messages
 
 BUG = pytest.mark.upstream_bug("livekit/agents#3129")
 
@@ -116,14 +117,6 @@ class Journal(fakes.Journal):
 
 def requests(model: ScriptedLLM | ScriptedRealtimeModel) -> list[Request]:
     return list(model.calls) if isinstance(model, ScriptedLLM) else list(model.generations)
-
-
-def user_messages(session: AgentSession[Any], text: str) -> int:
-    return sum(
-        1
-        for i in session.history.items
-        if i.type == "message" and i.role == "user" and i.text_content == text
-    )
 
 
 def created_speeches(session: AgentSession[Any]) -> list[SpeechHandle]:

@@ -14,12 +14,10 @@ started, and keeps the message in the history once; with the realtime session ha
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
-from livekit.agents import Agent, AgentSession, function_tool
-from livekit.agents.voice.agent_activity import ActivityClosedError
+from livekit.agents import Agent, function_tool
 
 from tests import fakes
 from tests.fakes import (
@@ -30,11 +28,12 @@ from tests.fakes import (
     Reply,
     RTGeneration,
     ScriptedRealtimeModel,
-    bounded,
     late_calls,
     spoken,
     tool_call,
 )
+from tests.fakes.history import user_messages
+from tests.fakes.session import settled_on
 
 BUG = pytest.mark.upstream_bug("livekit/agents#3129")
 
@@ -67,28 +66,6 @@ class Desk(JournalingAgent):
         return billing
 
 
-def user_messages(session: AgentSession[Any], text: str) -> int:
-    return sum(
-        1
-        for i in session.history.items
-        if i.type == "message" and i.role == "user" and i.text_content == text
-    )
-
-
-async def settled(session: AgentSession[Any], agent: Agent) -> None:
-    async def _settle() -> None:
-        while True:
-            try:
-                activity = await session.wait_for_idle()
-            except ActivityClosedError:
-                activity = None
-            if activity is not None and activity.agent is agent:
-                return
-            await asyncio.sleep(0)  # one loop step for the handoff to go on; no timer
-
-    await bounded(_settle(), what=f"{agent} idle")
-
-
 CAPABILITIES: dict[str, dict[str, Any]] = {
     "reused": {"reuse": True, "turn_detection": True, "user_transcription": True},
     "replaced": {"reuse": False, "turn_detection": True, "user_transcription": True},
@@ -119,7 +96,7 @@ async def test_a_server_detected_turn_during_on_exit_is_answered_by_the_arriving
         gate.open()
     billing = journal.billing
     assert billing is not None
-    await settled(session, billing)
+    await settled_on(session, billing)
 
     assert user_messages(session, SPOKEN) == 1
     answers = [(i, events) for i, text, events in journal.answers if text == SPOKEN]

@@ -10,12 +10,10 @@ handoff ends with.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
-from livekit.agents import Agent, AgentSession, function_tool, llm, utils
-from livekit.agents.voice.agent_activity import ActivityClosedError
+from livekit.agents import Agent, function_tool, llm, utils
 
 from tests import fakes
 from tests.fakes import (
@@ -29,6 +27,7 @@ from tests.fakes import (
     spoken,
     tool_call,
 )
+from tests.fakes.session import settled_on
 
 DESK = "You are the front desk."
 BILLING = "You are the billing desk."
@@ -57,20 +56,6 @@ class Desk(JournalingAgent):
         """Put the caller through to the billing desk."""
         billing = self.journal.billing = JournalingAgent(self.journal, name="billing", instructions=BILLING)
         return billing
-
-
-async def settled(session: AgentSession[Any], agent: Agent) -> None:
-    async def _settle() -> None:
-        while True:
-            try:
-                activity = await session.wait_for_idle()
-            except ActivityClosedError:
-                activity = None
-            if activity is not None and activity.agent is agent:
-                return
-            await asyncio.sleep(0)  # one loop step for the handoff to go on; no timer
-
-    await bounded(_settle(), what=f"{agent} idle")
 
 
 @pytest.mark.xfail(strict=True, reason="open: a transcript after the reused session moved on is unanswered")
@@ -103,7 +88,7 @@ async def test_a_server_turn_whose_transcript_comes_after_the_handoff_is_answere
         gate.open()
     billing = journal.billing
     assert billing is not None
-    await settled(session, billing)
+    await settled_on(session, billing)
     assert model.sessions[-1] is rt, "the realtime session is handed on"
 
     # the transcript comes in now, on the session billing runs
@@ -111,7 +96,7 @@ async def test_a_server_turn_whose_transcript_comes_after_the_handoff_is_answere
         "input_audio_transcription_completed",
         llm.InputTranscriptionCompleted(item_id=item_id, transcript=SPOKEN, is_final=True),
     )
-    await settled(session, billing)
+    await settled_on(session, billing)
 
     assert sum(1 for i in session.history.items if i.type == "message" and i.text_content == SPOKEN) == 1
     # nobody answers it: the desk's reply was dropped, billing never hears of it
@@ -174,7 +159,7 @@ async def test_a_server_turn_ending_while_an_inline_task_starts_is_answered_by_t
     await bounded(journal.entered["form"].wait(), what="the form's on_enter")
     task = session.current_agent
     assert isinstance(task, FormTask)
-    await settled(session, task)
+    await settled_on(session, task)
 
     assert sum(1 for i in session.history.items if i.type == "message" and i.text_content == SPOKEN) == 1
     # the bug: nobody answers; the reply is parked for a handoff target that never comes

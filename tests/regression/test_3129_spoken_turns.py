@@ -23,12 +23,10 @@ caller's final transcript interrupts what the leaving agent was saying, as any b
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
 from livekit.agents import Agent, AgentSession, RunContext, function_tool, llm
-from livekit.agents.voice.agent_activity import ActivityClosedError
 
 from tests import fakes
 from tests.fakes import (
@@ -45,6 +43,8 @@ from tests.fakes import (
     tool_call,
     unanswered_calls,
 )
+from tests.fakes.history import user_messages
+from tests.fakes.session import settled_on
 
 BUG = pytest.mark.upstream_bug("livekit/agents#3129")
 
@@ -157,30 +157,6 @@ class FormTask(JournalingTask[str]):
         return "Filed"
 
 
-def user_messages(session: AgentSession[Any], text: str) -> int:
-    return sum(
-        1
-        for i in session.history.items
-        if i.type == "message" and i.role == "user" and i.text_content == text
-    )
-
-
-async def settled(session: AgentSession[Any], agent: Agent) -> None:
-    """Bounded: ``agent``'s activity is the session's, and idle (what was queued for it ran)."""
-
-    async def _settle() -> None:
-        while True:
-            try:
-                activity = await session.wait_for_idle()
-            except ActivityClosedError:
-                activity = None  # a handoff is closing the activity: look again
-            if activity is not None and activity.agent is agent:
-                return
-            await asyncio.sleep(0)  # one loop step for the handoff to go on; no timer
-
-    await bounded(_settle(), what=f"{type(agent).__name__} idle")
-
-
 def answer(call: LLMCall) -> Reply:
     last = call.chat_ctx.items[-1]
     if last.type == "message" and last.role == "system" and last.text_content == OPENING:
@@ -232,7 +208,7 @@ async def test_a_turn_ending_while_the_leaving_agent_voices_the_handoff_is_answe
         gate.open()
     billing = journal.billing
     assert billing is not None
-    await settled(session, billing)
+    await settled_on(session, billing)
 
     # the bug: the turn is skipped, not even recorded
     assert user_messages(session, SPOKEN) == 1
@@ -273,7 +249,7 @@ async def test_a_turn_ending_while_an_inline_task_starts_is_answered_by_the_task
     await bounded(journal.entered["form"].wait(), what="the form's on_enter")
     task = session.current_agent
     assert isinstance(task, FormTask)
-    await settled(session, task)
+    await settled_on(session, task)
 
     assert user_messages(session, SPOKEN) == 1
     answers = journal.answers(SPOKEN)
@@ -282,7 +258,7 @@ async def test_a_turn_ending_while_an_inline_task_starts_is_answered_by_the_task
     assert journal.events == ["enter desk", "enter form"]
 
     await caller.say(FILE_IT)
-    await settled(session, desk)
+    await settled_on(session, desk)
     assert journal.results == ["form filed"]
     assert journal.events == ["enter desk", "enter form", "exit form"]
 
@@ -309,7 +285,7 @@ async def test_a_turn_ending_while_an_inline_task_returns_is_answered_by_its_cal
     await bounded(journal.entered["form"].wait(), what="the form's on_enter")
     task = session.current_agent
     assert isinstance(task, FormTask)
-    await settled(session, task)
+    await settled_on(session, task)
 
     await caller.say(FILE_IT)
     await gate.reached()
@@ -318,7 +294,7 @@ async def test_a_turn_ending_while_an_inline_task_returns_is_answered_by_its_cal
     finally:
         gate.open()
     await bounded(journal.exited["form"].wait(), what="the form's on_exit")
-    await settled(session, desk)
+    await settled_on(session, desk)
 
     assert user_messages(session, SPOKEN) == 1
     answers = journal.answers(SPOKEN)
@@ -348,7 +324,7 @@ async def test_a_turn_ending_as_update_agent_is_called_is_answered_by_the_new_ag
 
     session.on("user_input_transcribed", on_transcribed)
     await caller.say(SPOKEN)
-    await settled(session, b)
+    await settled_on(session, b)
 
     assert user_messages(session, SPOKEN) == 1
     answers = journal.answers(SPOKEN)

@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 from livekit.agents import Agent, AgentSession, function_tool, llm
-from livekit.agents.voice.agent_activity import ActivityClosedError
 
 from tests import fakes
 from tests.fakes import (
@@ -31,6 +30,8 @@ from tests.fakes import (
     spoken,
     tool_call,
 )
+from tests.fakes.history import user_messages
+from tests.fakes.session import settled_on
 
 DESK = "You are the front desk."
 BILLING = "You are the billing desk."
@@ -90,28 +91,6 @@ def answer(call: LLMCall) -> Reply:
     return Reply(f"{call.instructions} answers: {call.last_user_text}")
 
 
-def user_messages(session: AgentSession[Any], text: str) -> int:
-    return sum(
-        1
-        for i in session.history.items
-        if i.type == "message" and i.role == "user" and i.text_content == text
-    )
-
-
-async def settled(session: AgentSession[Any], agent: Agent) -> None:
-    async def _settle() -> None:
-        while True:
-            try:
-                activity = await session.wait_for_idle()
-            except ActivityClosedError:
-                activity = None
-            if activity is not None and activity.agent is agent:
-                return
-            await asyncio.sleep(0)  # one loop step for the handoff to go on; no timer
-
-    await bounded(_settle(), what=f"{agent} idle")
-
-
 async def voicing_session(
     make_session: MakeSession, journal: Journal
 ) -> tuple[AgentSession[Any], Caller, Gate]:
@@ -152,7 +131,7 @@ async def test_a_turn_handed_over_goes_through_the_arriving_agents_on_user_turn_
     finally:
         gate.open()
     assert journal.billing is not None
-    await settled(session, journal.billing)
+    await settled_on(session, journal.billing)
 
     assert user_messages(session, FIRST) == 1
     requests = journal.requests_for(FIRST)
@@ -187,7 +166,7 @@ async def test_a_handed_over_turn_stays_recorded_when_the_caller_barges_in_on_it
     finally:
         gate.open()
     assert journal.billing is not None
-    await settled(session, journal.billing)
+    await settled_on(session, journal.billing)
 
     # the bug: FIRST is gone from the history, although the caller said it
     assert user_messages(session, FIRST) == 1
@@ -219,7 +198,7 @@ async def test_two_turns_ending_during_one_handoff_the_later_supersedes(make_ses
     finally:
         exit_gate.open()
     assert journal.billing is not None
-    await settled(session, journal.billing)
+    await settled_on(session, journal.billing)
 
     assert user_messages(session, FIRST) == 1
     assert user_messages(session, SECOND) == 1
@@ -311,7 +290,7 @@ async def test_a_turn_ending_as_a_task_that_completes_at_once_starts_is_answered
     finally:
         gate.open()
     await bounded(journal.exited["check"].wait(), what="the check's on_exit")
-    await settled(session, main)
+    await settled_on(session, main)
 
     assert journal.results == ["account ok"]
     assert user_messages(session, FIRST) == 1
