@@ -46,7 +46,7 @@ def fork(tmp_path: Path, index: str, monkeypatch: pytest.MonkeyPatch) -> Iterato
     for d in PACKAGE_DIRS:
         # the real pins and build shims, but an empty series: these tests stage their own
         # patches (the real series is verified by `make check`)
-        shutil.copytree(REPO / d, root / d, ignore=shutil.ignore_patterns("*.patch"))
+        shutil.copytree(REPO / d, root / d, ignore=shutil.ignore_patterns("*.patch", "upstream"))
         series = root / d / "patches/series"
         series.write_text(
             "".join(line for line in series.read_text().splitlines(True) if line.startswith("#"))

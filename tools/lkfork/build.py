@@ -25,8 +25,11 @@ print(backend.build_wheel(sys.argv[2]))
 """
 
 
-def build_one(pkg: Package, scratch: Path, out: Path, python: str = sys.executable) -> list[Path]:
-    src, epoch = patched_tree(pkg, scratch / pkg.distribution)
+def build_one(
+    pkg: Package, scratch: Path, out: Path, python: str = sys.executable, names: list[str] | None = None
+) -> list[Path]:
+    """Wheel and sdist of ``pkg`` with its series applied (or only the patches ``names``)."""
+    src, epoch = patched_tree(pkg, scratch / pkg.distribution, names)
     requires, backend = build_system(src)
     env = dict(os.environ, SOURCE_DATE_EPOCH=str(epoch), PYTHONHASHSEED="0")
     proc = subprocess.run(

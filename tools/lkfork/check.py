@@ -1,12 +1,13 @@
 """check: the series is consistent, every patch follows our conventions and applies exactly,
-and prepare -> export reproduces patches/ byte for byte."""
+prepare -> export reproduces patches/ byte for byte, and each patch applies on the release
+with only the earlier patches its ``Depends:`` trailers name (so it can be sent as one PR)."""
 
 from __future__ import annotations
 
 import tempfile
 from pathlib import Path
 
-from . import patches
+from . import patches, prs
 from .config import Package
 from .errors import ForkError
 from .export import render
@@ -26,8 +27,13 @@ def problems(pkg: Package) -> list[str]:
             found += patches.problems(pkg, patches.parse(pkg.patches_dir / name))
         except ForkError as e:
             found.append(str(e))
+    found += prs.stray_folders(pkg)
     if found:
         return found  # applying an inconsistent series would only repeat these
+    try:
+        as_prs = prs.load(pkg)
+    except ForkError as e:
+        return [str(e)]
     with tempfile.TemporaryDirectory() as tmp:
         repo = Path(tmp)
         new_tree(pkg, repo)
@@ -45,7 +51,8 @@ def problems(pkg: Package) -> list[str]:
             found.append(
                 f"{name}: differs from its export (hand-edited?); run 'lkfork prepare' and 'lkfork export'"
             )
-    return found
+    # each patch is a PR of its own: on the release, with only what its Depends: name
+    return found or prs.not_applying_alone(pkg, as_prs)
 
 
 def run(pkgs: list[Package]) -> None:

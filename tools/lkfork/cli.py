@@ -6,7 +6,19 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import build, check, export, export_upstream, fetch, index, pin, prepare, rebase, status
+from . import (
+    build,
+    check,
+    export,
+    export_upstream,
+    fetch,
+    index,
+    pin,
+    prepare,
+    rebase,
+    status,
+    verify_upstream,
+)
 from .config import find_root, load_packages
 from .errors import ForkError
 
@@ -39,6 +51,15 @@ def _parser() -> argparse.ArgumentParser:
     verb(
         "export-upstream", "each patch as a git am series plus PR.md, verified on the pinned release"
     ).add_argument("--out", type=Path, help="output directory (default: <root>/build/upstream)")
+    sp = verb(
+        "verify-upstream",
+        "each PR's upstream test in an upstream checkout: red on stock, green patched; --suite: "
+        "upstream's whole suite, nothing that passes on stock fails patched",
+    )
+    sp.add_argument("--checkout", type=Path, required=True, help="upstream's repository (git, bare or not)")
+    sp.add_argument("--suite", action="store_true", help="also run upstream's whole suite on both builds")
+    sp.add_argument("--record", action="store_true", help="write each PR's result to its VERIFIED.md")
+    sp.add_argument("--python", help="interpreter for the test environments (default: this one)")
     sp = verb("upstream-status", "per patch: applies, applies with 3-way, already upstream, or conflicts")
     sp.add_argument("--json", action="store_true", help="machine-readable output")
     sp.add_argument("--index-url")
@@ -73,6 +94,11 @@ def main(argv: list[str] | None = None) -> int:
             index.run(args.dist or root / "dist")
         elif args.verb == "export-upstream":
             export_upstream.run(pkgs, args.out)
+        elif args.verb == "verify-upstream":
+            ok = verify_upstream.run(
+                root, pkgs, args.checkout, suite=args.suite, record=args.record, python=args.python
+            )
+            return 0 if ok else 1
         elif args.verb == "upstream-status":
             rows = status.run(pkgs, args.version, as_json=args.json, index=args.index_url)
             return 3 if any(r.state == "conflicts" for r in rows) else 0

@@ -1,9 +1,17 @@
-"""export-upstream: each patch as a branch-ready ``git am`` series plus a PR body.
+"""export-upstream: each patch as a PR, ready to send.
 
-For every patch, ``build/upstream/<package>/<patch>/`` holds the patch (preceded by the
-earlier patches of the series when it does not apply on its own) and ``PR.md``, made from
-the patch message. Every export is verified offline: ``git am`` on the pinned sdist laid out
-at its monorepo path, exactly as on an upstream checkout of that release.
+For every patch, ``build/upstream/<package>/<patch>/`` holds:
+
+- the patch, with the tests kept beside it for upstream's ``tests/`` folder added to it
+  (``patches/upstream/<key>/test_*.py``, see :mod:`lkfork.prs`), preceded by the patches it
+  ``Depends:`` on when there are any (those are sent, or merged, first);
+- ``PR.md``: the patch message as the PR description, its references, what it depends on,
+  and the last upstream verification;
+- ``ISSUE.md``: the bug report to file first, when the fix has no upstream issue.
+
+Each export is checked offline: ``git am`` of the folder's patches, in order, on the pinned
+sdist laid out at its monorepo path, exactly as on an upstream checkout of that release.
+What a PR still lacks (an upstream test, an issue, a verification) is listed at the end.
 """
 
 from __future__ import annotations
@@ -12,62 +20,92 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from . import gitutil, patches
+from . import gitutil, patches, prs
 from .config import Package
 from .errors import ForkError
+from .export import _FORMAT
 from .source import new_tree
 
-_TRAILER_KEYS = ("Bug", "Origin", "Forwarded", "Applied-Upstream")
+_TRAILER_KEYS = ("Bug", "Origin", "Applied-Upstream")
 
 
-def pr_body(patch: patches.Patch, prerequisites: list[str]) -> str:
+def pr_body(pr: prs.PR) -> str:
     """The PR description: the patch message without its trailers, then the references."""
+    patch = pr.patch
     paragraphs = patch.message.strip().split("\n\n")
     if paragraphs and all(":" in line for line in paragraphs[-1].splitlines()):
         paragraphs = paragraphs[:-1]
     body = "\n\n".join(paragraphs).strip()
-    refs = [f"- {k}: {v}" for k in _TRAILER_KEYS for v in patch.trailers.get(k, []) if k != "Forwarded"]
+    refs = [f"- {k}: {v}" for k in _TRAILER_KEYS for v in patch.trailers.get(k, [])]
     out = [f"# {patch.subject}", "", body, ""]
     if refs:
         out += ["## References", "", *refs, ""]
-    if prerequisites:
-        out += ["## Depends on", "", *[f"- {p}" for p in prerequisites], ""]
+    if pr.depends:
+        out += ["## Depends on", "", *[f"- {patches.key(n)}" for n in pr.depends], ""]
+    if pr.tests:
+        out += ["## Tests added", "", *[f"- `tests/{t.name}`" for t in pr.tests], ""]
+    if pr.verified is not None:
+        out += ["## Verified", "", pr.verified.read_text().strip(), ""]
     return "\n".join(out)
 
 
-def _applies(pkg: Package, files: list[Path]) -> bool:
+def _with_tests(pkg: Package, pr: prs.PR, repo: Path, dest: Path) -> None:
+    """Write ``pr``'s patch to ``dest`` with its upstream tests added to the same commit."""
+    gitutil.git(repo, "reset", "-q", "--hard", "upstream")
+    files = [str(pkg.patches_dir / n) for n in (*pr.depends, pr.name)]
+    gitutil.git(repo, "am", "-q", "--committer-date-is-author-date", *files)
+    (repo / "tests").mkdir(exist_ok=True)
+    for test in pr.tests:
+        shutil.copy(test, repo / "tests" / test.name)
+    gitutil.git(repo, "add", "-f", "tests")
+    gitutil.git(repo, "commit", "-q", "--amend", "--no-edit", "--allow-empty")
+    with tempfile.TemporaryDirectory() as tmp:
+        gitutil.git(repo, *_FORMAT, "-o", tmp, "-1", "HEAD")
+        (made,) = Path(tmp).glob("*.patch")
+        dest.write_bytes(made.read_bytes())
+
+
+def _applies(pkg: Package, files: list[Path]) -> str | None:
     with tempfile.TemporaryDirectory() as tmp:
         repo = Path(tmp)
         new_tree(pkg, repo)
         proc = gitutil.git(repo, "am", "-q", *[str(f) for f in files], check=False)
-        return proc.returncode == 0
+        return None if proc.returncode == 0 else (proc.stderr or proc.stdout).strip()
 
 
 def run(pkgs: list[Package], out: Path | None = None) -> list[Path]:
     written = []
+    incomplete: list[str] = []
     for pkg in pkgs:
-        series = patches.read_series(pkg)
         root = (out or pkg.root / "build" / "upstream") / pkg.distribution
         if root.exists():
             shutil.rmtree(root)
-        for i, name in enumerate(series):
-            patch_files = [pkg.patches_dir / name]
-            prerequisites: list[str] = []
-            if not _applies(pkg, patch_files):
-                prerequisites = series[:i]
-                patch_files = [pkg.patches_dir / n for n in series[: i + 1]]
-                if not _applies(pkg, patch_files):
+        with tempfile.TemporaryDirectory() as tmp:
+            repo = Path(tmp)
+            new_tree(pkg, repo)
+            for pr in prs.load(pkg):
+                target = root / Path(pr.name).stem
+                target.mkdir(parents=True)
+                for dep in pr.depends:
+                    shutil.copy(pkg.patches_dir / dep, target / dep)
+                if pr.tests:
+                    _with_tests(pkg, pr, repo, target / pr.name)
+                else:
+                    shutil.copy(pkg.patches_dir / pr.name, target / pr.name)
+                error = _applies(pkg, [target / n for n in (*pr.depends, pr.name)])
+                if error:
                     raise ForkError(
-                        f"{name}: does not apply to upstream {pkg.version}, even after its predecessors"
+                        f"{pr.name}: does not apply to upstream {pkg.version} "
+                        f"with the patches it depends on:\n{error}"
                     )
-            target = root / Path(name).stem
-            target.mkdir(parents=True)
-            for f in patch_files:
-                shutil.copy(f, target / f.name)
-            (target / "PR.md").write_text(pr_body(patches.parse(pkg.patches_dir / name), prerequisites))
-            written.append(target)
-            note = f" (with {len(prerequisites)} earlier patches)" if prerequisites else ""
-            print(
-                f"{pkg.distribution}: {target.relative_to(pkg.root) if target.is_relative_to(pkg.root) else target}{note}"
-            )
+                (target / "PR.md").write_text(pr_body(pr))
+                if pr.issue is not None:
+                    shutil.copy(pr.issue, target / "ISSUE.md")
+                written.append(target)
+                shown = target.relative_to(pkg.root) if target.is_relative_to(pkg.root) else target
+                note = f" (after {len(pr.depends)} it depends on)" if pr.depends else ""
+                print(f"{pkg.distribution}: {shown}{note}")
+                incomplete += [f"{pr.name}: {m}" for m in pr.missing()]
+    if incomplete:
+        print(f"\nnot ready to send ({len(incomplete)}):\n  " + "\n  ".join(incomplete))
     return written

@@ -10,9 +10,24 @@ from .config import Package
 from .errors import ForkError
 
 REQUIRED_TRAILERS = ("Bug", "Forwarded")
-KNOWN_TRAILERS = ("Bug", "Origin", "Forwarded", "Applied-Upstream", "Signed-off-by", "Co-authored-by")
+KNOWN_TRAILERS = (
+    "Bug",
+    "Origin",
+    "Depends",
+    "Forwarded",
+    "Applied-Upstream",
+    "Signed-off-by",
+    "Co-authored-by",
+)
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _TRAILER = re.compile(r"^([A-Za-z][A-Za-z0-9-]*): (.+)$")
+
+
+def key(name: str) -> str:
+    """A patch's name without its number and suffix: stable when the series is renumbered.
+
+    ``Depends:`` trailers and the upstream material kept beside a patch use it."""
+    return re.sub(r"^\d{4}-", "", name.removesuffix(".patch"))
 
 
 def read_series(pkg: Package) -> list[str]:

@@ -74,14 +74,17 @@ def new_tree(pkg: Package, dest_root: Path) -> tuple[Path, int]:
     return src, epoch
 
 
-def apply_series(pkg: Package, repo: Path, *, commit: bool) -> list[patches.Patch]:
-    """Apply every patch of the series, exactly (no fuzz, no 3-way merge), in order.
+def apply_series(
+    pkg: Package, repo: Path, *, commit: bool, names: list[str] | None = None
+) -> list[patches.Patch]:
+    """Apply every patch of the series (or only ``names``), exactly (no fuzz, no 3-way
+    merge), in order.
 
     With ``commit`` each patch becomes one commit (``git am``), for editing; otherwise the
     work tree is just patched.
     """
     applied = []
-    for name in patches.read_series(pkg):
+    for name in patches.read_series(pkg) if names is None else names:
         path = pkg.patches_dir / name
         if not path.is_file():
             raise ForkError(f"{pkg.series_file}: lists {name}, but {path} does not exist")
@@ -114,12 +117,13 @@ def set_version(pkg: Package, src: Path) -> None:
     vfile.write_text(new)
 
 
-def patched_tree(pkg: Package, dest_root: Path) -> tuple[Path, int]:
-    """Fresh unpack + series + fork version: the source the wheel and sdist are built from."""
+def patched_tree(pkg: Package, dest_root: Path, names: list[str] | None = None) -> tuple[Path, int]:
+    """Fresh unpack + series (or only ``names``) + fork version: the source the wheel and
+    sdist are built from."""
     if dest_root.exists():
         shutil.rmtree(dest_root)
     src, epoch = new_tree(pkg, dest_root)
-    apply_series(pkg, dest_root, commit=False)
+    apply_series(pkg, dest_root, commit=False, names=names)
     set_version(pkg, src)
     return src, epoch
 

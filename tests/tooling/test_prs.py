@@ -1,0 +1,154 @@
+"""The series as upstream PRs: Depends: trailers checked by `lkfork check`, the PR folders of
+`lkfork export-upstream` (upstream test inside the patch, ISSUE.md, what is missing), and the
+parts of `lkfork verify-upstream` that need no upstream checkout or network."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lkfork import gitutil
+from lkfork.verify_upstream import Outcome, PRResult, export_checkout, parse_junit
+
+from .conftest import lkfork
+from .test_lkfork import AGENTS_VERSION_FILE, TRAILERS, commit_edit
+
+pytestmark = pytest.mark.tooling
+
+PATCHES = "livekit-agents/patches"
+
+
+def two_stacked_patches(root: Path, depends: str = "") -> tuple[Path, Path]:
+    """0001 adds a line; 0002 edits that very line, so it only applies on top of 0001."""
+    assert lkfork(root, "prepare", "livekit-agents").returncode == 0
+    commit_edit(root, f"Add a marker\n\nWhy.\n\n{TRAILERS}", line="MARKER = 1\n")
+    work = root / "build/work/livekit-agents"
+    path = work / AGENTS_VERSION_FILE
+    path.write_text(path.read_text().replace("MARKER = 1\n", "MARKER = 2\n"))
+    gitutil.git(
+        work,
+        "commit",
+        "-q",
+        "-a",
+        "-m",
+        f"Bump the marker\n\nWhy.\n\n{TRAILERS}{depends}",
+        env={"GIT_AUTHOR_DATE": "@1700000000 +0000"},
+    )
+    res = lkfork(root, "export", "livekit-agents")
+    assert res.returncode == 0, res.stderr
+    first, second = sorted((root / PATCHES).glob("*.patch"))
+    return first, second
+
+
+def test_a_patch_that_needs_an_earlier_one_must_say_so(fork: Path) -> None:
+    _, second = two_stacked_patches(fork)
+    res = lkfork(fork, "check", "livekit-agents")
+    assert res.returncode == 1
+    assert (
+        f"{second.name}: does not apply to livekit-agents 1.8.9 with only the patches it depends on (none)"
+        in (res.stderr)
+    )
+    assert "add the missing 'Depends:' trailer" in res.stderr
+
+
+def test_depends_trailer_by_name_without_number(fork: Path) -> None:
+    two_stacked_patches(fork, depends="Depends: Add-a-marker\n")
+    res = lkfork(fork, "check", "livekit-agents")
+    assert res.returncode == 0, res.stderr
+
+
+@pytest.mark.parametrize(
+    ("depends", "error"),
+    [
+        ("Depends: No-such-patch\n", "'Depends: No-such-patch' names no patch of the series"),
+        ("Depends: Bump-the-marker\n", "'Depends: Bump-the-marker' names a patch that comes after it"),
+    ],
+)
+def test_bad_depends_trailer(fork: Path, depends: str, error: str) -> None:
+    two_stacked_patches(fork, depends=depends)
+    res = lkfork(fork, "check", "livekit-agents")
+    assert res.returncode == 1 and error in res.stderr
+
+
+def test_upstream_material_of_no_patch_is_reported(fork: Path) -> None:
+    two_stacked_patches(fork, depends="Depends: Add-a-marker\n")
+    (fork / PATCHES / "upstream/Renamed-away").mkdir(parents=True)
+    res = lkfork(fork, "check", "livekit-agents")
+    assert res.returncode == 1
+    assert "livekit-agents/patches/upstream/Renamed-away: no patch of the series is named" in res.stderr
+
+
+def test_export_upstream_puts_the_test_in_the_patch(fork: Path, tmp_path: Path) -> None:
+    first, second = two_stacked_patches(fork, depends="Depends: Add-a-marker\n")
+    beside = fork / PATCHES / "upstream/Bump-the-marker"
+    beside.mkdir(parents=True)
+    (beside / "test_marker.py").write_text("def test_marker() -> None:\n    assert True\n")
+    (beside / "ISSUE.md").write_text("# The marker is 1\n")
+    out = tmp_path / "out"
+    res = lkfork(fork, "export-upstream", "livekit-agents", "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    folder = out / "livekit-agents" / second.stem
+    assert sorted(p.name for p in folder.iterdir()) == sorted([first.name, second.name, "PR.md", "ISSUE.md"])
+    sent = (folder / second.name).read_text()
+    assert "b/tests/test_marker.py" in sent and "MARKER = 2" in sent
+    body = (folder / "PR.md").read_text()
+    assert "## Depends on\n\n- Add-a-marker" in body and "`tests/test_marker.py`" in body
+    # the first PR has neither a test nor an issue: listed as not ready, not silently exported
+    assert "not ready to send" in res.stdout
+    assert f"{first.name}: no upstream test in livekit-agents/patches/upstream/Add-a-marker/" in res.stdout
+    assert f"{second.name}: not verified on an upstream checkout" in res.stdout
+    assert f"{second.name}: no upstream issue" not in res.stdout  # TRAILERS cite an issue
+
+
+def test_junit_outcomes_and_the_pr_verdict(tmp_path: Path) -> None:
+    xml = tmp_path / "r.xml"
+    xml.write_text(
+        '<testsuites><testsuite name="pytest">'
+        '<testcase classname="tests.test_x" name="test_ok"/>'
+        '<testcase classname="tests.test_x" name="test_bug"><failure message="AssertionError: 2 != 1">'
+        "tb</failure></testcase>"
+        '<testcase classname="tests.test_x" name="test_setup"><error message="fixture"/></testcase>'
+        "</testsuite></testsuites>"
+    )
+    got = parse_junit(xml)
+    assert got.results == {
+        "tests.test_x::test_ok": "passed",
+        "tests.test_x::test_bug": "failed",
+        "tests.test_x::test_setup": "error",
+    }
+    assert got.summary() == "1 passed, 1 failed, 1 error"
+    red = Outcome({"t": "failed"}, {"t": "AssertionError"})
+    green = Outcome({"t": "passed"}, {"t": ""})
+    assert PRResult(None, red, green).ok  # type: ignore[arg-type]
+    assert not PRResult(None, green, green).ok  # type: ignore[arg-type]  # not red on stock
+    assert not PRResult(None, Outcome({"t": "error"}, {"t": ""}), green).ok  # type: ignore[arg-type]
+    assert not PRResult(None, red, red).ok  # type: ignore[arg-type]
+    assert not PRResult(None, red, Outcome()).ok  # type: ignore[arg-type]  # nothing ran patched
+
+
+def test_checkout_from_a_git_repository_takes_only_tests_and_config(tmp_path: Path) -> None:
+    src = tmp_path / "upstream"
+    (src / "tests").mkdir(parents=True)
+    (src / "tests/fake_llm.py").write_text("# upstream's helper\n")
+    (src / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
+    (src / "livekit-agents").mkdir()
+    (src / "livekit-agents/big.py").write_text("x = 1\n")
+    gitutil.init(src)
+    gitutil.git(src, "add", "-A")
+    gitutil.git(src, "commit", "-q", "-m", "upstream")
+    dest = tmp_path / "checkout"
+    used = export_checkout(src, dest)
+    assert used.startswith("upstream commit ")
+    assert sorted(str(p.relative_to(dest)) for p in dest.rglob("*")) == [
+        "pyproject.toml",
+        "tests",
+        "tests/fake_llm.py",
+    ]
+    with pytest.raises(Exception, match="not an upstream checkout"):
+        export_checkout(tmp_path / "nowhere", tmp_path / "c2")
+
+
+def test_verify_upstream_needs_a_checkout(fork: Path) -> None:
+    res = lkfork(fork, "verify-upstream", "livekit-agents")
+    assert res.returncode == 2 and "--checkout" in res.stderr
