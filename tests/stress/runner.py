@@ -1,6 +1,7 @@
 """Run seeds, tabulate violations by invariant, shrink failing scenarios; the CLI.
 
     python -m tests.stress --seeds 0:200 [--replay SEED] [--json out.json] [--no-shrink] [--jobs N]
+                           [--mode text|nova]
 
 Each scenario runs in an event loop of its own (``asyncio.run``), with a fresh AgentSession.
 ``--jobs N`` runs the seeds in N processes; the report is the same as one process's, in seed
@@ -21,7 +22,7 @@ import sys
 import time
 import traceback
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import version
 from typing import Any
@@ -29,6 +30,27 @@ from typing import Any
 from .driver import run_scenario
 from .invariants import INVARIANTS, Violation
 from .scenario import Scenario, generate, shrink_candidates
+
+MODES = ("text", "nova")
+"""``text``: scripted LLM / realtime models (scenario.py, driver.py); ``nova``: the aws plugin's
+Nova Sonic against the Bedrock stream fake (nova.py)."""
+
+
+@dataclass(frozen=True)
+class Mode:
+    generate: Callable[[int], Any]
+    run_scenario: Callable[[Any], Any]
+    shrink_candidates: Callable[[Any], Iterator[Any]]
+    invariants: Mapping[str, str]
+    replay_flag: str = ""
+
+
+def get_mode(name: str) -> Mode:
+    if name == "nova":
+        from . import nova
+
+        return Mode(nova.generate, nova.run_scenario, nova.shrink_candidates, nova.INVARIANTS, " --mode nova")
+    return Mode(generate, run_scenario, shrink_candidates, INVARIANTS)
 
 SHRINK_BUDGET = 60
 """Most candidate scenarios the minimiser runs for one failing seed."""
@@ -47,25 +69,27 @@ class Outcome:
         return {v.invariant for v in self.violations}
 
 
-def run_one(sc: Scenario) -> list[Violation]:
+def run_one(sc: Scenario, mode: str = "text") -> list[Violation]:
     """One scenario in a fresh event loop; an exception escaping the driver is a violation."""
     try:
-        return asyncio.run(run_scenario(sc))
+        return asyncio.run(get_mode(mode).run_scenario(sc))
     except Exception as e:
         where = traceback.extract_tb(e.__traceback__)[-3:]
         frames = " <- ".join(f"{f.filename.rsplit('/', 1)[-1]}:{f.lineno} {f.name}" for f in reversed(where))
         return [Violation("driver_ok", f"{type(e).__name__}: {e} at {frames}")]
 
 
-def shrink(sc: Scenario, failing: set[str], budget: int = SHRINK_BUDGET) -> tuple[Scenario, list[Violation]]:
+def shrink(
+    sc: Scenario, failing: set[str], budget: int = SHRINK_BUDGET, mode: str = "text"
+) -> tuple[Scenario, list[Violation]]:
     """Greedy: take the first simpler candidate that still violates every invariant in ``failing``."""
     best, best_v = sc, []
     progress = True
     while progress and budget > 0:
         progress = False
-        for cand in shrink_candidates(best):
+        for cand in get_mode(mode).shrink_candidates(best):
             budget -= 1
-            got = run_one(cand)
+            got = run_one(cand, mode)
             if failing <= {v.invariant for v in got}:
                 best, best_v, progress = cand, got, True
                 break
@@ -74,25 +98,25 @@ def shrink(sc: Scenario, failing: set[str], budget: int = SHRINK_BUDGET) -> tupl
     return best, best_v
 
 
-def run_seed(seed: int, do_shrink: bool = True) -> Outcome:
-    sc = generate(seed)
+def run_seed(seed: int, do_shrink: bool = True, mode: str = "text") -> Outcome:
+    sc = get_mode(mode).generate(seed)
     t0 = time.perf_counter()
-    violations = run_one(sc)
+    violations = run_one(sc, mode)
     outcome = Outcome(sc, violations, time.perf_counter() - t0)
     if violations and do_shrink:
-        outcome.shrunk, outcome.shrunk_violations = shrink(sc, outcome.invariants)
+        outcome.shrunk, outcome.shrunk_violations = shrink(sc, outcome.invariants, mode=mode)
     return outcome
 
 
 def run_seeds(
-    seeds: Sequence[int], *, do_shrink: bool = True, progress: bool = False, jobs: int = 1
+    seeds: Sequence[int], *, do_shrink: bool = True, progress: bool = False, jobs: int = 1, mode: str = "text"
 ) -> list[Outcome]:
     """Every seed's outcome, in seed order; ``jobs`` > 1 runs them in that many processes."""
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1, got {jobs}")
     with contextlib.ExitStack() as stack:
         if jobs == 1:
-            results: Iterator[Outcome] = (run_seed(seed, do_shrink) for seed in seeds)
+            results: Iterator[Outcome] = (run_seed(seed, do_shrink, mode) for seed in seeds)
         else:
             # spawn: a forked worker would inherit the parent's logging handlers and asyncio
             # state; a worker starts without the CLI's logging setup, hence the initializer
@@ -104,7 +128,9 @@ def run_seeds(
                 )
             )
             chunksize = max(1, len(seeds) // (jobs * 8))
-            results = pool.map(run_seed, seeds, itertools.repeat(do_shrink), chunksize=chunksize)
+            results = pool.map(
+                run_seed, seeds, itertools.repeat(do_shrink), itertools.repeat(mode), chunksize=chunksize
+            )
         outcomes: list[Outcome] = []
         for n, outcome in enumerate(results):
             outcomes.append(outcome)
@@ -114,29 +140,32 @@ def run_seeds(
         return outcomes
 
 
-def table(outcomes: list[Outcome]) -> str:
+def table(outcomes: list[Outcome], invariants: Mapping[str, str] = INVARIANTS) -> str:
     n = len(outcomes)
     by_inv = Counter(inv for o in outcomes for inv in o.invariants)
     total = sum(1 for o in outcomes if o.violations)
-    width = max(len(k) for k in INVARIANTS)
+    width = max(len(k) for k in invariants)
     lines = [f"{'invariant':<{width}}  seeds violating (of {n})"]
-    for name in INVARIANTS:
+    for name in invariants:
         lines.append(f"{name:<{width}}  {by_inv.get(name, 0)}")
     lines.append(f"{'ANY':<{width}}  {total}")
     return "\n".join(lines)
 
 
-def report(outcomes: list[Outcome], seeds_arg: str) -> str:
+def report(outcomes: list[Outcome], seeds_arg: str, mode: str = "text") -> str:
     secs = sum(o.seconds for o in outcomes)
     head = (
         f"livekit-agents {version('livekit-agents')}, seeds {seeds_arg}: N={len(outcomes)}, "
         f"{secs:.1f}s in scenarios"
     )
-    parts = [head, table(outcomes)]
+    flag = get_mode(mode).replay_flag
+    if flag:
+        head += f", mode {mode}"
+    parts = [head, table(outcomes, get_mode(mode).invariants)]
     for o in outcomes:
         if not o.violations:
             continue
-        parts.append(f"\nseed {o.scenario.seed} FAILED: python -m tests.stress --replay {o.scenario.seed}")
+        parts.append(f"\nseed {o.scenario.seed} FAILED: python -m tests.stress --replay {o.scenario.seed}{flag}")
         for v in o.violations[:5]:
             parts.append(f"  {v.invariant}: {v.detail}")
         if o.shrunk is not None:
@@ -144,9 +173,11 @@ def report(outcomes: list[Outcome], seeds_arg: str) -> str:
     return "\n".join(parts)
 
 
-def to_json(outcomes: list[Outcome], seeds_arg: str) -> dict[str, Any]:
+def to_json(outcomes: list[Outcome], seeds_arg: str, mode: str = "text") -> dict[str, Any]:
+    flag = get_mode(mode).replay_flag
     return {
         "livekit_agents": version("livekit-agents"),
+        "mode": mode,
         "seeds": seeds_arg,
         "n": len(outcomes),
         "failing": sum(1 for o in outcomes if o.violations),
@@ -154,7 +185,7 @@ def to_json(outcomes: list[Outcome], seeds_arg: str) -> dict[str, Any]:
         "failures": [
             {
                 "seed": o.scenario.seed,
-                "replay": f"python -m tests.stress --replay {o.scenario.seed}",
+                "replay": f"python -m tests.stress --replay {o.scenario.seed}{flag}",
                 "violations": [[v.invariant, v.detail] for v in o.violations],
                 "scenario": o.scenario.to_json(),
                 "shrunk": o.shrunk.to_json() if o.shrunk else None,
@@ -200,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--no-shrink", action="store_true", help="do not minimise failing scenarios")
     ap.add_argument("--jobs", type=_jobs, default=1, help="processes to split the seeds over (default 1)")
+    ap.add_argument("--mode", choices=MODES, default="text", help="text (default) or nova (docs/stress.md)")
     args = ap.parse_args(argv)
     if args.replay is not None and len(args.replay) != 1:
         ap.error("--replay takes one seed")
@@ -208,11 +240,11 @@ def main(argv: list[str] | None = None) -> int:
     seeds: range = args.replay if args.replay is not None else args.seeds
     seeds_arg = f"{seeds.start}" if len(seeds) == 1 else f"{seeds.start}:{seeds.stop}"
     if args.replay is not None:
-        print(generate(seeds.start).describe())
+        print(get_mode(args.mode).generate(seeds.start).describe())
     progress = len(seeds) >= 500
-    outcomes = run_seeds(seeds, do_shrink=not args.no_shrink, progress=progress, jobs=args.jobs)
-    print(report(outcomes, seeds_arg))
+    outcomes = run_seeds(seeds, do_shrink=not args.no_shrink, progress=progress, jobs=args.jobs, mode=args.mode)
+    print(report(outcomes, seeds_arg, args.mode))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(to_json(outcomes, seeds_arg), f, indent=1)
+            json.dump(to_json(outcomes, seeds_arg, args.mode), f, indent=1)
     return 1 if any(o.violations for o in outcomes) else 0
