@@ -53,11 +53,11 @@ parity-fork:
 # parity-fork repeats ~30 s of test-fork; it stays so `make parity` means the same everywhere
 test: lint types check test-fork prove parity  ## what CI runs
 
-stress:  ## random handoff schedules: make stress SEEDS=0:10000 [JOBS=4] (replay: python -m tests.stress --replay N)
-	$(FORK_PY) -m tests.stress --seeds $(or $(SEEDS),0:1000) --jobs $(or $(JOBS),1)
+stress:  ## random handoff schedules: make stress SEEDS=0:10000 [JOBS=4] [MODE=nova] (replay: python -m tests.stress --replay N)
+	$(FORK_PY) -m tests.stress --seeds $(or $(SEEDS),0:1000) --jobs $(or $(JOBS),1) --mode $(or $(MODE),text)
 
 stress-stock:  ## the same schedules on stock upstream, for the comparison in docs/stress.md
-	$(STOCK_PY) -m tests.stress --seeds $(or $(SEEDS),0:1000) --no-shrink --jobs $(or $(JOBS),1)
+	$(STOCK_PY) -m tests.stress --seeds $(or $(SEEDS),0:1000) --no-shrink --jobs $(or $(JOBS),1) --mode $(or $(MODE),text)
 
 stress-ci:  ## the 200 CI seeds as a test (also part of `make test`)
 	$(FORK_PY) -m pytest --lk-env fork tests/stress -q

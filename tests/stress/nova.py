@@ -56,7 +56,6 @@ from .driver import (
     _idle,
     _settle,
     _within,
-    allowed_errors,
     current_speech,
     ticks,
     user_text,
@@ -226,7 +225,9 @@ class NovaWorld(World):
         self.sc = sc  # type: ignore[assignment]
         self.probe = probe
         self.server = server
-        self.plan = {f"t{i}s{k}": step for i, turn in enumerate(sc.turns) for k, step in enumerate(turn.tools)}
+        self.plan = {
+            f"t{i}s{k}": step for i, turn in enumerate(sc.turns) for k, step in enumerate(turn.tools)
+        }
         self.answered = set()
         self.n_agents = 0
         self.tools = [self._make_tool(k) for k in range(len(sc.scopes))]
@@ -284,7 +285,9 @@ class NovaWorld(World):
     def _speaker(self, conn: BedrockConnection) -> str:
         """The agent (or task) whose realtime session opened ``conn``: its system prompt names it."""
         for e in conn.sent:
-            if event_kind(e) == "textInput" and (text := e["event"]["textInput"]["content"]).startswith("You are "):
+            if event_kind(e) == "textInput" and (text := e["event"]["textInput"]["content"]).startswith(
+                "You are "
+            ):
                 return text.removeprefix("You are ").rstrip(".")
         return "model"
 
@@ -321,7 +324,12 @@ class NovaWorld(World):
         return check_tool_outputs(session.history.items, self.server.connections, closed_at)
 
     def check_protocol(self) -> list[Violation]:
-        return [Violation("bedrock_protocol", v) for v in self.server.violations]
+        return check_protocol(self.server)
+
+
+def check_protocol(server: FakeBedrock) -> list[Violation]:
+    """What the fake recorded as breaking the protocol, on every connection."""
+    return [Violation("bedrock_protocol", v) for v in server.violations]
 
 
 def _tool_texts(conn: BedrockConnection) -> list[str]:
@@ -406,7 +414,6 @@ async def _act(session: AgentSession[Any], world: NovaWorld, turn: int) -> async
 
 def nova_allowed_errors(sc: NovaScenario) -> list[str]:
     used = {step.returns for turn in sc.turns for step in turn.tools} | {turn.action for turn in sc.turns}
-    used |= {"barge_in"} if "type" in used else set()
     return [pattern for cause, pattern in ALLOWED_ERRORS.items() if set(cause.split("+")) <= used]
 
 

@@ -52,6 +52,7 @@ def get_mode(name: str) -> Mode:
         return Mode(nova.generate, nova.run_scenario, nova.shrink_candidates, nova.INVARIANTS, " --mode nova")
     return Mode(generate, run_scenario, shrink_candidates, INVARIANTS)
 
+
 SHRINK_BUDGET = 60
 """Most candidate scenarios the minimiser runs for one failing seed."""
 
@@ -165,7 +166,9 @@ def report(outcomes: list[Outcome], seeds_arg: str, mode: str = "text") -> str:
     for o in outcomes:
         if not o.violations:
             continue
-        parts.append(f"\nseed {o.scenario.seed} FAILED: python -m tests.stress --replay {o.scenario.seed}{flag}")
+        parts.append(
+            f"\nseed {o.scenario.seed} FAILED: python -m tests.stress --replay {o.scenario.seed}{flag}"
+        )
         for v in o.violations[:5]:
             parts.append(f"  {v.invariant}: {v.detail}")
         if o.shrunk is not None:
@@ -242,7 +245,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.replay is not None:
         print(get_mode(args.mode).generate(seeds.start).describe())
     progress = len(seeds) >= 500
-    outcomes = run_seeds(seeds, do_shrink=not args.no_shrink, progress=progress, jobs=args.jobs, mode=args.mode)
+    outcomes = run_seeds(
+        seeds, do_shrink=not args.no_shrink, progress=progress, jobs=args.jobs, mode=args.mode
+    )
     print(report(outcomes, seeds_arg, args.mode))
     if args.json:
         with open(args.json, "w") as f:

@@ -10,6 +10,9 @@ handoff took out first).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+import pytest
 
 from tests.stress.invariants import Generation, Probe, check_late_generations
 
@@ -134,3 +137,114 @@ def test_own_reply_after_an_unrelated_handoff_took_the_agent_out_is_not_counted(
     _enter(probe, "agent_1")
 
     assert _names(probe) == []
+
+
+# -- the Nova mode's own checks (tests/stress/nova.py), on hand-made connections and histories --
+
+
+def _nova() -> Any:
+    return pytest.importorskip("tests.stress.nova")
+
+
+def _connection(server: Any, *issued: str) -> Any:
+    """A connection of ``server`` whose server side issued ``issued`` (one toolUse each)."""
+    from tests.fakes.bedrock_stream import BedrockConnection, tool_use
+
+    conn = BedrockConnection(index=len(server.connections), model_id="nova", server=server)
+    server.connections.append(conn)
+    for call_id in issued:
+        conn.push(tool_use(call_id, "tool_0"))
+    return conn
+
+
+def _send(conn: Any, kind: str, content: str, *, tool_use_id: str | None = None) -> None:
+    """What the plugin sends: a TEXT block, or a toolResult block for ``tool_use_id``."""
+    name = f"content-{len(conn.sent) + len(conn.sent_after_close)}"
+    start: dict[str, Any] = {"contentName": name, "type": kind}
+    if tool_use_id is not None:
+        start["toolResultInputConfiguration"] = {"toolUseId": tool_use_id}
+    body = "toolResult" if tool_use_id is not None else "textInput"
+    for event in (
+        {"contentStart": start},
+        {body: {"contentName": name, "content": content}},
+        {"contentEnd": {"contentName": name}},
+    ):
+        conn._record({"event": event})
+
+
+def _outputs(*call_ids: str) -> list[Any]:
+    from livekit.agents import llm
+
+    return [
+        llm.FunctionCallOutput(call_id=c, name="tool_0", output=f"out {c}", is_error=False) for c in call_ids
+    ]
+
+
+def _reached(items: list[Any], connections: list[Any], closed_at: float | None = None) -> list[str]:
+    return [v.detail.split()[0] for v in _nova().check_tool_outputs(items, connections, closed_at)]
+
+
+def test_a_tool_output_no_connection_was_sent_is_counted() -> None:
+    from tests.fakes.bedrock_stream import FakeBedrock
+
+    server = FakeBedrock()
+    conn = _connection(server, "c0_0", "c0_1")
+    _send(conn, "TOOL", "out c0_0", tool_use_id="c0_0")
+
+    assert _reached(_outputs("c0_0", "c0_1"), server.connections) == ["c0_1"]
+
+
+def test_a_tool_result_on_a_connection_that_did_not_issue_the_call_is_counted() -> None:
+    from tests.fakes.bedrock_stream import FakeBedrock
+
+    server = FakeBedrock()
+    _connection(server, "c0_0")
+    later = _connection(server)
+    _send(later, "TOOL", "out c0_0", tool_use_id="c0_0")
+
+    assert _reached(_outputs("c0_0"), server.connections) == ["c0_0"]
+    # and the fake flags the toolResult itself
+    assert [v.invariant for v in _nova().check_protocol(server)] == ["bedrock_protocol"]
+
+
+def test_the_plugins_tool_result_text_on_any_connection_counts_as_reached() -> None:
+    from tests.fakes.bedrock_stream import FakeBedrock
+
+    server = FakeBedrock()
+    _connection(server, "c0_0")
+    later = _connection(server)
+    marked = (
+        "[Result of the tool call tool_0 (call id c0_0_final). This is a tool result, not the user speaking.]"
+    )
+    _send(later, "TEXT", f"{marked}\nout c0_0_final")
+    _send(later, "TEXT", "the user says (call id c0_0_update_1)")  # not the plugin's tool-result text
+
+    assert _reached(_outputs("c0_0_final", "c0_0_update_1"), server.connections) == ["c0_0_update_1"]
+
+
+def test_an_output_made_after_aclose_started_is_not_counted() -> None:
+    from tests.fakes.bedrock_stream import FakeBedrock
+
+    server = FakeBedrock()
+    _connection(server, "c0_0")
+    late = _outputs("c0_0")
+    closed_at = late[0].created_at - 1.0
+
+    assert _reached(late, server.connections, closed_at) == []
+    assert _reached(late, server.connections, closed_at + 2.0) == ["c0_0"]
+
+
+def test_a_send_on_a_closed_stream_is_a_protocol_violation() -> None:
+    from tests.fakes.bedrock_stream import FakeBedrock
+
+    server = FakeBedrock()
+    conn = _connection(server, "c0_0")
+    _send(conn, "TOOL", "out c0_0", tool_use_id="c0_0")
+    assert _nova().check_protocol(server) == []
+
+    conn.input_closed = True
+    _send(conn, "TEXT", "too late")
+
+    violations = _nova().check_protocol(server)
+    assert {v.invariant for v in violations} == {"bedrock_protocol"}
+    assert "sent on a closed stream" in violations[0].detail

@@ -11,6 +11,8 @@ harness (``ALLOWED_ERRORS``), so the per-test hygiene capture is told to tolerat
 
 from __future__ import annotations
 
+import pytest
+
 from tests.fakes import ErrorLogCapture
 from tests.stress.driver import ALLOWED_ERRORS
 from tests.stress.runner import report, run_seeds
@@ -23,3 +25,36 @@ def test_stress_200_fixed_seeds_violate_no_invariant(error_logs: ErrorLogCapture
     outcomes = run_seeds(CI_SEEDS, do_shrink=False)
     failing = [o.scenario.seed for o in outcomes if o.violations]
     assert not failing, report(outcomes, f"{CI_SEEDS.start}:{CI_SEEDS.stop}")
+
+
+NOVA_CI_SEEDS = range(0, 50)
+NOVA_KNOWN: dict[int, str] = {
+    # open Nova Sonic defects the Nova mode finds on the fork (docs/stress.md, "Nova mode"); a
+    # seed leaves this list when its defect is fixed. A: a typed text waiting for a stream that
+    # closes leaks its task; B: sends on a closed stream; C: a tool output that lands in the
+    # context of a stream that did not send it never reaches the model; R: run() never returns
+    # after a tool result arrives as text; W: a task awaited in a tool wedges the session
+    5: "C",
+    10: "A",
+    11: "B C",
+    12: "A",
+    14: "C",
+    18: "B C R W",
+    19: "R",
+    21: "B C",
+    30: "C",
+    33: "R",
+    36: "R",
+    48: "R",
+}
+
+
+@pytest.mark.filterwarnings("ignore:datetime.datetime.utcnow:DeprecationWarning")
+def test_stress_nova_50_fixed_seeds_violate_no_invariant(error_logs: ErrorLogCapture) -> None:
+    """The Nova mode (tests/stress/nova.py) on seeds 0:50, less the seeds of the open defects."""
+    pytest.importorskip("livekit.plugins.aws.experimental.realtime")
+    error_logs.allow(*ALLOWED_ERRORS.values())
+    seeds = [s for s in NOVA_CI_SEEDS if s not in NOVA_KNOWN]
+    outcomes = run_seeds(seeds, do_shrink=False, mode="nova")
+    failing = [o.scenario.seed for o in outcomes if o.violations]
+    assert not failing, report(outcomes, f"{NOVA_CI_SEEDS.start}:{NOVA_CI_SEEDS.stop}", "nova")
