@@ -39,7 +39,7 @@ NOVA_KNOWN: dict[int, str] = {
     11: "B C",
     12: "A",
     14: "C",
-    18: "B C R W",
+    18: "C R W",
     19: "R",
     21: "B C",
     30: "C",
