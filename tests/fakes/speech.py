@@ -64,12 +64,21 @@ class FakeAudioInput(io.AudioInput):
         self._frames: asyncio.Queue[rtc.AudioFrame | None] = asyncio.Queue()
         self._closed = False
         self.frames_pushed = 0
+        # set while the session's reader waits on an empty queue: it took every frame pushed
+        self._idle = asyncio.Event()
 
-    def push(self, frames: int = 1) -> None:
-        """Push ``frames`` frames of (silent) caller audio, 20 ms each."""
+    def push(self, frames: int = 1, *, seconds: float = FRAME_SECONDS) -> None:
+        """Push ``frames`` frames of (silent) caller audio, ``seconds`` (20 ms) each; a frame of
+        another length tells a test where it is (:attr:`ScriptedRecognizeStream.sizes`)."""
         for _ in range(frames):
-            self._frames.put_nowait(_frame())
+            self._frames.put_nowait(_frame(seconds))
             self.frames_pushed += 1
+        self._idle.clear()
+
+    async def forwarded(self, timeout: float = DEFAULT_TIMEOUT) -> None:
+        """Bounded: the session read every frame pushed so far and handed each to its current
+        activity (``AgentActivity.push_audio()``: the reader pushes a frame before it reads on)."""
+        await bounded(self._idle.wait(), timeout, what="the session reading the caller's audio")
 
     def close(self) -> None:
         if not self._closed:
@@ -79,6 +88,8 @@ class FakeAudioInput(io.AudioInput):
     async def __anext__(self) -> rtc.AudioFrame:
         if self._closed and self._frames.empty():
             raise StopAsyncIteration
+        if self._frames.empty():
+            self._idle.set()
         frame = await self._frames.get()
         if frame is None:
             raise StopAsyncIteration
@@ -243,6 +254,9 @@ class ScriptedRecognizeStream(stt.RecognizeStream):
     def __init__(self, *, stt: ScriptedSTT, conn_options: APIConnectOptions) -> None:
         super().__init__(stt=stt, conn_options=conn_options)
         self.frames = 0
+        self.sizes: list[int] = []
+        """``samples_per_channel`` of each frame received, in order."""
+        self._received = asyncio.Event()
         self._request_id = utils.shortuuid("fake_stt_")
 
     @property
@@ -253,6 +267,19 @@ class ScriptedRecognizeStream(stt.RecognizeStream):
         async for item in self._input_ch:
             if isinstance(item, rtc.AudioFrame):
                 self.frames += 1
+                self.sizes.append(item.samples_per_channel)
+                self._received.set()
+
+    async def last_frame_was(self, samples: int, timeout: float = DEFAULT_TIMEOUT) -> None:
+        """Bounded: the last frame this stream received has ``samples`` samples (a test pushes
+        a frame of its own length last, so every frame that reached the stream before it has)."""
+
+        async def _wait() -> None:
+            while self.sizes[-1:] != [samples]:
+                self._received.clear()
+                await self._received.wait()
+
+        await bounded(_wait(), timeout, what=f"a frame of {samples} samples at the STT")
 
     def send(self, type: stt.SpeechEventType, text: str | None = None) -> None:
         alternatives = (
