@@ -369,6 +369,7 @@ async def run_scenario(sc: Scenario) -> list[Violation]:
         capture.uninstall()
     leaks += destroyed.failures()
     out += [Violation("no_leaked_tasks", msg) for msg in leaks]
+    out += [Violation("no_unexpected_error_logs", msg[:300]) for msg in unhandled]
     out += [
         Violation("no_unexpected_error_logs", f"[{r.name}] {r.getMessage()}"[:300])
         for r in capture.unexpected()
