@@ -100,7 +100,10 @@ class _InputStream:
     async def send(self, chunk: Any) -> None:
         if (gate := self._conn.hold_sends) is not None:
             await gate.wait()
-        self._conn._record(json.loads(chunk.value.bytes_.decode("utf-8")))
+        event = json.loads(chunk.value.bytes_.decode("utf-8"))
+        if (held := self._conn.hold_matching) is not None and held[0](event):
+            await held[1].wait()
+        self._conn._record(event)
 
     async def close(self) -> None:
         if not self._conn.input_closed:
@@ -169,6 +172,9 @@ class BedrockConnection(RecordedSends[SentEvent]):
     violations: list[str] = field(default_factory=list)
     hold_sends: Gate | None = None
     """If set, every send blocks on it before it is recorded."""
+    hold_matching: tuple[Callable[[SentEvent], bool], Gate] | None = None
+    """If set, ``(predicate, gate)``: every send the predicate matches blocks on the gate before
+    it is recorded; the others go through (``hold_sends`` holds them all)."""
     hold_output: Gate | None = None
     """If set, ``await_output()`` (the service's initial response) blocks on it."""
     input_closed: bool = False
