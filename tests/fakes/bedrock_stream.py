@@ -55,6 +55,7 @@ __all__ = [
     "is_interactive_text",
     "is_tool_result",
     "model_turn",
+    "next_recycle",
     "offline_bedrock",
     "sent_texts",
     "text_block",
@@ -126,6 +127,8 @@ class _OutputStream:
         if item is _CLOSED:
             self._inbox.put_nowait(_CLOSED)  # every later receive ends the same way
             return None
+        if isinstance(item, BaseException):
+            raise item
         return _OutputChunk(item)
 
     async def close(self) -> None:
@@ -229,6 +232,13 @@ class BedrockConnection(RecordedSends[SentEvent]):
                 self._output._inbox.put_nowait(event)
         self._notify()
 
+    def fail(self, error: BaseException) -> None:
+        """The service reports ``error`` on the stream: the plugin's next ``receive()`` raises it
+        (e.g. a ``ValidationException``), and the stream goes on."""
+        assert not self._output.closed, f"connection {self.index}: output stream is closed"
+        self._output._inbox.put_nowait(error)
+        self._notify()
+
     def _end_output(self) -> None:
         if not self._output.closed:
             self._output.closed = True
@@ -273,6 +283,8 @@ class FakeBedrock:
 
     def __init__(self) -> None:
         self.connections: list[BedrockConnection] = []
+        self.sessions: list[Any] = []
+        """Every Nova Sonic ``RealtimeSession`` that opened a connection, in order."""
         self._reactions: list[_Reaction] = []
         self._holds: dict[int, Gate] = {}
         self._changed = asyncio.Event()
@@ -298,6 +310,8 @@ class FakeBedrock:
                 return conn._stream
 
         async def _initialize_client(session: Any) -> None:
+            if session not in server.sessions:
+                server.sessions.append(session)
             session._bedrock_client = _Client()
 
         class _Credentials:
@@ -317,6 +331,21 @@ class FakeBedrock:
     def _notify(self) -> None:
         self._changed.set()
         self._changed = asyncio.Event()
+
+    @staticmethod
+    def fire_recycle_timer(session: Any) -> None:
+        """Make ``session``'s recycle timer fire now, as it does at the end of its period (the
+        8-minute Bedrock limit or credential expiry); the timers it starts later keep the
+        plugin's period. Restarts the timer through the plugin's own
+        ``_start_session_recycle_timer()`` with a zero period."""
+        from livekit.plugins.aws.experimental.realtime import realtime_model
+
+        period = realtime_model.MAX_SESSION_DURATION_SECONDS
+        realtime_model.MAX_SESSION_DURATION_SECONDS = 0
+        try:
+            session._start_session_recycle_timer()
+        finally:
+            realtime_model.MAX_SESSION_DURATION_SECONDS = period
 
     def hold(self, index: int) -> Gate:
         """Hold connection ``index``'s initial response (``await_output``) until the gate opens."""
@@ -363,6 +392,32 @@ def offline_bedrock(monkeypatch: pytest.MonkeyPatch, *, session_duration: float 
     server = FakeBedrock()
     server.install(monkeypatch, session_duration=session_duration)
     return server
+
+
+def next_recycle(monkeypatch: pytest.MonkeyPatch) -> asyncio.Future[str]:
+    """Resolves with how the next Nova Sonic session recycle (``_graceful_session_recycle``, the
+    timed or the tool-change one) ended: ``"done"``, ``"cancelled"`` or the error's repr."""
+    from livekit.plugins.aws.experimental.realtime.realtime_model import RealtimeSession
+
+    outcome: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    recycle = RealtimeSession._graceful_session_recycle
+
+    async def _watched(self: Any) -> None:
+        try:
+            await recycle(self)
+        except asyncio.CancelledError:
+            if not outcome.done():
+                outcome.set_result("cancelled")
+            raise
+        except Exception as e:
+            if not outcome.done():
+                outcome.set_result(repr(e))
+            raise
+        if not outcome.done():
+            outcome.set_result("done")
+
+    monkeypatch.setattr(RealtimeSession, "_graceful_session_recycle", _watched)
+    return outcome
 
 
 # -- server events (wire JSON) -------------------------------------------------------------------
@@ -601,9 +656,11 @@ class _Blocks:
         return None
 
 
-def is_interactive_text(text: str | None = None) -> Callable[[SentEvent], bool]:
-    """Predicate on ``sent``: the contentEnd of an interactive TEXT block (holding ``text``):
-    the point where Nova Sonic starts to answer."""
+def is_interactive_text(
+    text: str | None = None, *, containing: str | None = None
+) -> Callable[[SentEvent], bool]:
+    """Predicate on ``sent``: the contentEnd of an interactive TEXT block (holding ``text``, or
+    a text ``containing`` that): the point where Nova Sonic starts to answer."""
     blocks = _Blocks()
     seen: set[int] = set()
 
@@ -615,7 +672,10 @@ def is_interactive_text(text: str | None = None) -> Callable[[SentEvent], bool]:
             start = blocks.feed(e)
         if start is None or start.get("type") != "TEXT" or not start.get("interactive"):
             return False
-        return text is None or blocks.texts.get(start["contentName"]) == text
+        sent = blocks.texts.get(start["contentName"])
+        if containing is not None and (sent is None or containing not in sent):
+            return False
+        return text is None or sent == text
 
     return _match
 

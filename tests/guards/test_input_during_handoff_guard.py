@@ -12,7 +12,9 @@ tests/regression/test_3129_input_to_the_final_agent.py) must leave these as they
 * back-to-back ``update_agent(b)`` and ``update_agent(c)``, and the user speaks as c
   enters: c answers, once, and neither a nor b says anything;
 * input given with a handoff the session closes before the target runs: its reply is
-  interrupted, nobody says an answer, nothing is logged at ERROR.
+  interrupted, nobody says an answer, nothing is logged at ERROR;
+* input given while the leaving agent runs ``on_exit``, whose reply the application
+  interrupts before it starts: nobody answers it, and it stays in the history, once.
 """
 
 from __future__ import annotations
@@ -205,3 +207,31 @@ async def test_input_with_a_handoff_the_session_closes_before(make_session: Make
     # a pipeline reply may have started generating, but nobody says it
     assert handle.interrupted
     assert spoken(session) == []
+
+
+async def test_input_during_a_handoff_interrupted_before_its_answer_stays_recorded(
+    make_session: MakeSession,
+) -> None:
+    model = ScriptedLLM([], fallback=answer)
+    journal = fakes.Journal()
+    exit_gate = journal.exit_gates["a"] = Gate("a on_exit")
+    a = JournalingAgent(journal, name="a", instructions=AGENT_A)
+    b = JournalingAgent(journal, name="b", instructions=AGENT_B)
+    session = await make_session(a, llm=model)
+
+    session.update_agent(b)
+    await exit_gate.reached()
+    try:
+        handle = session.generate_reply(user_input=USER_INPUT)
+        # the application takes it back before anyone could answer (a barge-in, a new input)
+        handle.interrupt()
+    finally:
+        exit_gate.open()
+    await bounded(handle, what="the interrupted reply")
+    await bounded(journal.entered["b"].wait(), what="b's on_enter")
+    await bounded(session.wait_for_idle(), what="b idle")
+
+    assert handle.interrupted
+    assert spoken(session) == []
+    # the user said it: it is in the history, although nobody answered it
+    assert user_messages(session, USER_INPUT) == 1

@@ -1,7 +1,9 @@
-"""livekit/agents#3129: spoken turns that end during a handoff, the cases still open.
+"""livekit/agents#3129: spoken turns that end during a handoff, beyond the plain case.
 
-Stock 1.8.9 drops every one of these turns. The tests marked ``xfail(strict=True)`` are what
-is not fixed yet; each fails loudly once it is, so its marker must go.
+Stock 1.8.9 drops every one of these turns. The turn handed over must behave as one of the
+arriving agent's own: its ``on_user_turn_completed()`` runs, the message is recorded even
+when its answer never starts, a later turn supersedes it, and a task that is over before it
+could answer leaves it to the agent it returns to.
 
 Each test drives a real AgentSession through the caller fakes (``tests.fakes.speech``) and
 checks what the rule of CONTRIBUTING.md ("Spoken turns") says a user sees: every final turn
@@ -111,12 +113,10 @@ async def voicing_session(
     return session, caller, gate
 
 
-# -- the arriving agent's on_user_turn_completed is bypassed --
+# -- the arriving agent's on_user_turn_completed sees the turn --
 
 
-@pytest.mark.xfail(
-    strict=True, reason="open: a handed-over turn skips the arriving agent's on_user_turn_completed()"
-)
+@pytest.mark.upstream_bug("livekit/agents#3129")
 async def test_a_turn_handed_over_goes_through_the_arriving_agents_on_user_turn_completed(
     make_session: MakeSession,
 ) -> None:
@@ -146,9 +146,7 @@ async def test_a_turn_handed_over_goes_through_the_arriving_agents_on_user_turn_
 # -- two turns: the first ends during the handoff, the second before billing answered it --
 
 
-@pytest.mark.xfail(
-    strict=True, reason="open: a handed-over turn whose queued answer is interrupted is never recorded"
-)
+@pytest.mark.upstream_bug("livekit/agents#3129")
 async def test_a_handed_over_turn_stays_recorded_when_the_caller_barges_in_on_its_answer(
     make_session: MakeSession,
 ) -> None:
@@ -179,7 +177,7 @@ async def test_a_handed_over_turn_stays_recorded_when_the_caller_barges_in_on_it
 # -- two turns end during one handoff (the desk's on_exit): the later one supersedes --
 
 
-@pytest.mark.xfail(strict=True, reason="open: two turns ending in one handoff are both answered")
+@pytest.mark.upstream_bug("livekit/agents#3129")
 async def test_two_turns_ending_during_one_handoff_the_later_supersedes(make_session: MakeSession) -> None:
     journal = Journal()
     exit_gate = journal.exit_gates["desk"] = Gate("desk on_exit")
@@ -212,7 +210,7 @@ async def test_two_turns_ending_during_one_handoff_the_later_supersedes(make_ses
 # -- a turn ends during the handoff, then the session closes before billing runs --
 
 
-@pytest.mark.xfail(strict=True, reason="open: a handed-over turn is lost when the session closes first")
+@pytest.mark.upstream_bug("livekit/agents#3129")
 async def test_a_turn_ending_during_a_handoff_the_session_then_closes_is_recorded(
     make_session: MakeSession,
 ) -> None:
@@ -265,7 +263,7 @@ class Main(JournalingAgent):
         self.journal.results.append(await CheckTask(self.journal, name="check", instructions=CHECK))
 
 
-@pytest.mark.xfail(strict=True, reason="open: a task done in on_enter answers after its on_exit")
+@pytest.mark.upstream_bug("livekit/agents#3129")
 async def test_a_turn_ending_as_a_task_that_completes_at_once_starts_is_answered_by_its_caller(
     make_session: MakeSession,
 ) -> None:

@@ -7,7 +7,8 @@ so the setup goes on after the close: the stream stays open, the session start g
 and its reader and audio tasks run on with no owner. An ``AgentTask`` that completes in its
 ``on_enter`` is closed that fast, so every such task with a Nova Sonic model of its own leaves a
 stream open, even after ``AgentSession.aclose()``. Now ``aclose()`` stops the setup and closes
-the stream.
+the stream, after the ``promptEnd`` and ``sessionEnd`` of a session it already started (as it
+does for a session whose stream the service ended).
 
 Offline: ``tests.fakes.bedrock_stream`` stands in for the Bedrock stream under the plugin's
 own session.
@@ -24,6 +25,7 @@ from livekit.agents import Agent, AgentTask, function_tool
 from tests.fakes import MakeSession, bounded
 from tests.fakes.bedrock_stream import (
     FakeBedrock,
+    event_kind,
     is_interactive_text,
     model_turn,
 )
@@ -86,5 +88,24 @@ async def test_task_done_in_on_enter_leaves_no_stream_open(
 
     still_open = [c.index for c in bedrock.connections if not c.closed]
     assert still_open == [], f"streams left open after AgentSession.aclose(): {still_open}"
-    assert bedrock.connections[1].sent == []
+    for conn in bedrock.connections:
+        kinds = [event_kind(e) for e in conn.sent]
+        if "sessionStart" in kinds:  # what a stream started, it ended
+            assert kinds[-2:] == ["promptEnd", "sessionEnd"], f"connection {conn.index}: {kinds}"
+    assert bedrock.violations == []
+
+
+async def test_session_whose_stream_ended_is_closed(bedrock: FakeBedrock, make_session: MakeSession) -> None:
+    session = await make_session(Desk())
+    conn = await bedrock.connection(0)
+    await conn.wait_ready()
+    rt = bedrock.sessions[0]
+    # the service ends the stream; the session is no longer active
+    conn.close_from_server()
+    await bounded(rt._response_task, what="the session's response task to end")
+    await bounded(session.aclose())
+
+    assert conn.closed, "the stream of a session the service ended stays open after its close"
+    kinds = [event_kind(e) for e in conn.sent]
+    assert kinds[-3:] == ["contentEnd", "promptEnd", "sessionEnd"], kinds[-3:]
     assert bedrock.violations == []
