@@ -222,6 +222,11 @@ class FakeAudioOutput(io.AudioOutput):
     # -- helpers --
 
     @property
+    def paused(self) -> bool:
+        """The session paused the playout (``pause()``) and did not resume it."""
+        return self._paused
+
+    @property
     def playing(self) -> bool:
         """A segment was captured and is not reported finished yet."""
         return self._pending

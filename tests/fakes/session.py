@@ -101,7 +101,12 @@ async def running_session(
 
 
 async def settled_on(session: AgentSession[Any], agent: Agent) -> None:
-    """Bounded: ``agent``'s activity is the session's, and idle (what was queued for it ran)."""
+    """Bounded: ``agent``'s activity is the session's, it runs (its ``start()`` is done, so the
+    audio pushed from now on reaches its STT or realtime session at once), its ``on_enter`` is
+    over, and it is idle (what was queued for it ran).
+
+    ``session.wait_for_idle()`` alone answers for an activity that is the session's but not
+    started yet (its toolsets still setting up): nothing is queued on it, so it is "idle"."""
     from livekit.agents.voice.agent_activity import ActivityClosedError
 
     async def _settle() -> None:
@@ -110,8 +115,13 @@ async def settled_on(session: AgentSession[Any], agent: Agent) -> None:
                 activity = await session.wait_for_idle()
             except ActivityClosedError:
                 activity = None  # a handoff is closing the activity: look again
-            if activity is not None and activity.agent is agent:
-                return
+            if activity is not None and activity.agent is agent and activity._started:
+                on_enter = activity._on_enter_task
+                if on_enter is None or on_enter.done():
+                    return
+                # what on_enter says is queued only as it runs: idle before that is too early
+                await asyncio.wait([on_enter])
+                continue
             await asyncio.sleep(0)  # one loop step for the handoff to go on; no timer
 
     await bounded(_settle(), what=f"{type(agent).__name__} idle")

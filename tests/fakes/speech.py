@@ -138,6 +138,9 @@ class ScriptedVAD(vad.VAD):
     def end_of_speech(self) -> None:
         self.current.end_of_speech()
 
+    def inference_done(self, speech_duration: float) -> None:
+        self.current.inference_done(speech_duration)
+
 
 class ScriptedVADStream(vad.VADStream):
     _vad: ScriptedVAD
@@ -173,6 +176,15 @@ class ScriptedVADStream(vad.VADStream):
         self._event_ch.send_nowait(
             self._event(vad.VADEventType.START_OF_SPEECH, speech_duration=0.0, speaking=True)
         )
+
+    def inference_done(self, speech_duration: float) -> None:
+        """An inference result while the caller speaks: ``speech_duration`` of speech so far.
+        A VAD sends these all along; the session's interruption by audio activity (pausing or
+        interrupting what the agent says) acts on them, not on the start of speech, once the
+        speech lasts ``interruption["min_duration"]``."""
+        ev = self._event(vad.VADEventType.INFERENCE_DONE, speech_duration=speech_duration, speaking=True)
+        ev.raw_accumulated_speech = speech_duration
+        self._event_ch.send_nowait(ev)
 
     def end_of_speech(self) -> None:
         started = self._speech_started_at
