@@ -1,0 +1,273 @@
+"""livekit/agents#3129: spoken turns around a handoff, the cases a review of the hand-over found open.
+
+Stock 1.8.9 drops every turn that ends while the activity that heard it is handed over. The
+rule (CONTRIBUTING.md, "Spoken turns"): every final user turn is recorded once and answered
+once, by the agent the handoff in progress leaves current, unless a later turn supersedes it;
+nothing the user said is lost. Each case here drives a real AgentSession through the caller
+fakes (``tests.fakes.speech``):
+
+* **The arriving agent greets without interruptions.** The turn ended before the greeting
+  began, so the greeting cannot be what it interrupts; it must still be recorded and answered
+  once the greeting is over, not dropped as a barge-in on a speech that allows none.
+* **Text input after a spoken turn, both during one handoff.** The caller's turn ended first,
+  then the application sent typed input: both are the arriving agent's, in that order. The
+  earlier spoken turn must not cut the answer to the later text short.
+* **Input between back-to-back handoffs.** ``update_agent(b)``, the turn ends (or text comes)
+  while the first agent is in its ``on_exit()``, then ``update_agent(c)``, all before b runs:
+  the input is the last agent's; b, which leaves at once, asks for nothing after its
+  ``on_exit()`` began.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from livekit.agents import Agent, AgentSession, function_tool, llm
+
+from tests import fakes
+from tests.fakes import (
+    Caller,
+    Gate,
+    JournalingAgent,
+    LLMCall,
+    MakeSession,
+    Reply,
+    ScriptedLLM,
+    bounded,
+    spoken,
+    tool_call,
+)
+from tests.fakes.history import user_messages
+from tests.fakes.session import settled_on
+
+BUG = pytest.mark.upstream_bug("livekit/agents#3129")
+
+DESK = "You are the front desk."
+BILLING = "You are the billing desk."
+AGENT_A = "You are agent A."
+AGENT_B = "You are agent B."
+AGENT_C = "You are agent C."
+TRANSFERRING = "Transferring you"
+TO_BILLING = "Put me through to billing."
+SPOKEN = "Actually, it's about a refund."
+TYPED = "My invoice number is 1234."
+GREET = "Greet the caller."
+GREETING = "Welcome to billing."
+
+
+class Journal(fakes.Journal):
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[LLMCall, tuple[str, ...]]] = []
+        self.billing: Agent | None = None
+        self.billing_cls: type[JournalingAgent] = JournalingAgent
+
+    def answering(self, reply: Any) -> Any:
+        def fallback(call: LLMCall) -> Reply | str:
+            self.seen.append((call, tuple(self.events)))
+            return reply(call)
+
+        return fallback
+
+    def answers(self, text: str) -> list[str | None]:
+        """The instructions of each request that answers the user's ``text``."""
+        return [
+            call.instructions
+            for call, _ in self.seen
+            if call.last_user_text == text and call.tool_choice != "none"
+        ]
+
+
+def answer(call: LLMCall) -> Reply:
+    if call.instructions == DESK and call.last_user_text == TO_BILLING and call.tool_choice != "none":
+        return Reply(tool_calls=[tool_call("to_billing")])
+    return Reply(f"{call.instructions} answers: {call.last_user_text}")
+
+
+class Desk(JournalingAgent):
+    journal: Journal
+
+    @function_tool
+    async def to_billing(self) -> tuple[Agent, str]:
+        """Put the caller through to the billing desk."""
+        billing = self.journal.billing = self.journal.billing_cls(
+            self.journal, name="billing", instructions=BILLING
+        )
+        return billing, TRANSFERRING
+
+
+class Pondering(JournalingAgent):
+    """Looks the caller's turn up (RAG) in its on_user_turn_completed; the test holds it."""
+
+    def __init__(self, journal: Journal, hook: Gate, **kwargs: Any) -> None:
+        super().__init__(journal, **kwargs)
+        self.hook = hook
+
+    async def on_user_turn_completed(self, turn_ctx: llm.ChatContext, new_message: llm.ChatMessage) -> None:
+        await self.hook.wait()
+
+
+class Greeting(JournalingAgent):
+    """Greets the caller as it enters, in a speech the caller cannot interrupt."""
+
+    async def on_enter(self) -> None:
+        await super().on_enter()
+        self.session.generate_reply(instructions=GREET, allow_interruptions=False)
+
+
+async def spoken_session(
+    make_session: MakeSession, agent: Agent, journal: Journal, reply: Any = answer
+) -> tuple[AgentSession[Any], Caller, ScriptedLLM]:
+    caller = Caller()
+    fake = ScriptedLLM([], fallback=journal.answering(reply))
+    session = await make_session(agent, llm=fake, **caller.session_kwargs())
+    caller.attach(session)
+    return session, caller, fake
+
+
+async def speaking(session: AgentSession[Any], agent: Agent) -> None:
+    """Bounded: ``agent``'s activity runs a speech (the scheduling task authorized one)."""
+
+    async def _wait() -> None:
+        while (activity := agent._activity) is None or activity._current_speech is None:  # noqa: ASYNC110
+            await asyncio.sleep(0)  # one loop step for the scheduling task; no timer
+
+    await bounded(_wait(), what=f"{agent.label} speaking")
+
+
+# -- the arriving agent's greeting allows no interruption --
+
+
+@BUG
+async def test_a_turn_handed_over_during_an_uninterruptible_greeting_is_recorded_and_answered(
+    make_session: MakeSession,
+) -> None:
+    journal = Journal()
+    gate = journal.exit_gates["desk"] = Gate("desk on_exit")
+    greeting = Gate("billing's greeting")
+
+    def reply(call: LLMCall) -> Reply:
+        if call.instructions == BILLING and call.chat_ctx.items[-1].text_content == GREET:
+            return Reply(GREETING, first_token_delay=greeting.wait)
+        return answer(call)
+
+    desk = Desk(journal, name="desk", instructions=DESK)
+    session, caller, _ = await spoken_session(make_session, desk, journal, reply)
+    journal.billing_cls = Greeting
+
+    await caller.say(TO_BILLING)
+    await gate.reached()
+    try:
+        # the desk leaves: the caller's turn ends before billing runs and greets
+        await caller.say(SPOKEN)
+    finally:
+        gate.open()
+    await greeting.reached()
+    billing = journal.billing
+    assert billing is not None
+    await speaking(session, billing)
+    greeting.open()
+    await settled_on(session, billing)
+
+    assert user_messages(session, SPOKEN) == 1
+    assert journal.answers(SPOKEN) == [BILLING]
+    assert spoken(session) == [GREETING, f"{BILLING} answers: {SPOKEN}"]
+    assert journal.events == ["enter desk", "exit desk", "enter billing"]
+
+
+# -- text input after a spoken turn, both during one handoff --
+
+
+@BUG
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "0016 with 0009: typed input is queued as a reply on the arriving activity as it is created "
+        "(_start_handoff_replies), the earlier spoken turn only after start() (_start_handoff_turns); "
+        "its _user_turn_completed_impl() then interrupts the typed answer as a barge-in: the later "
+        "text is recorded but never answered"
+    ),
+)
+async def test_text_input_after_a_spoken_turn_during_a_handoff_are_both_answered(
+    make_session: MakeSession,
+) -> None:
+    journal = Journal()
+    gate = journal.exit_gates["desk"] = Gate("desk on_exit")
+    desk = Desk(journal, name="desk", instructions=DESK)
+    session, caller, _ = await spoken_session(make_session, desk, journal)
+
+    await caller.say(TO_BILLING)
+    await gate.reached()
+    try:
+        # the desk leaves: the caller's turn ends, then the application sends typed input
+        await caller.say(SPOKEN)
+        handle = session.generate_reply(user_input=TYPED)
+    finally:
+        gate.open()
+    await bounded(handle, what="the answer to the typed input")
+    assert journal.billing is not None
+    await settled_on(session, journal.billing)
+
+    assert user_messages(session, SPOKEN) == 1
+    assert user_messages(session, TYPED) == 1
+    assert journal.answers(SPOKEN) == [BILLING]
+    assert journal.answers(TYPED) == [BILLING]
+    assert not handle.interrupted, "the earlier spoken turn cut the answer to the later text short"
+    assert spoken(session) == [f"{BILLING} answers: {SPOKEN}", f"{BILLING} answers: {TYPED}"]
+    assert journal.events == ["enter desk", "exit desk", "enter billing"]
+
+
+# -- update_agent(b), the turn, update_agent(c) --
+
+
+SPOKEN_TO_B = pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "0016: _hand_over_user_turn() pins the turn to _turn_successor() as it ends (b, the handoff "
+        "target then); _start_handoff_turns() hands it to b as b starts although update_agent(c) is "
+        "queued, and b answers it after its on_exit began"
+    ),
+)
+TYPED_TO_B = pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "0009: generate_reply() routes the input to b's arriving activity (_handoff_activity(), the "
+        "target then); update_agent(c) comes before b runs, and b answers it after its on_exit began"
+    ),
+)
+
+
+@BUG
+@pytest.mark.parametrize(
+    "input_kind", [pytest.param("spoken", marks=SPOKEN_TO_B), pytest.param("typed", marks=TYPED_TO_B)]
+)
+async def test_a_turn_between_back_to_back_handoffs_is_answered_by_the_last_agent(
+    make_session: MakeSession, input_kind: str
+) -> None:
+    journal = Journal()
+    gate = journal.exit_gates["a"] = Gate("a on_exit")
+    a = JournalingAgent(journal, name="a", instructions=AGENT_A)
+    b = JournalingAgent(journal, name="b", instructions=AGENT_B)
+    c = JournalingAgent(journal, name="c", instructions=AGENT_C)
+    session, caller, _ = await spoken_session(make_session, a, journal)
+
+    session.update_agent(b)
+    await gate.reached()
+    try:
+        if input_kind == "spoken":
+            await caller.say(SPOKEN)
+        else:
+            session.generate_reply(user_input=SPOKEN)
+        session.update_agent(c)
+    finally:
+        gate.open()
+    await settled_on(session, c)
+
+    assert user_messages(session, SPOKEN) == 1
+    # b asks for nothing once its on_exit began
+    assert [c.instructions for c, events in journal.seen if "exit b" in events] == [AGENT_C]
+    assert journal.answers(SPOKEN) == [AGENT_C]
+    assert spoken(session) == [f"{AGENT_C} answers: {SPOKEN}"]
+    assert journal.events == ["enter a", "exit a", "enter b", "exit b", "enter c"]
