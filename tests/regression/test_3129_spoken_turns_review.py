@@ -12,6 +12,10 @@ fakes (``tests.fakes.speech``):
 * **Text input after a spoken turn, both during one handoff.** The caller's turn ended first,
   then the application sent typed input: both are the arriving agent's, in that order. The
   earlier spoken turn must not cut the answer to the later text short.
+* **A realtime model whose turns the session's VAD and STT end** (no server-side turn
+  detection). The turn's audio went to the leaving activity's realtime session, and the
+  handoff cleared it (or replaced the session): the model that answers must get the turn,
+  as the STT's transcript, not answer a commit of nothing.
 * **Input between back-to-back handoffs.** ``update_agent(b)``, the turn ends (or text comes)
   while the first agent is in its ``on_exit()``, then ``update_agent(c)``, all before b runs:
   the input is the last agent's; b, which leaves at once, asks for nothing after its
@@ -34,7 +38,9 @@ from tests.fakes import (
     LLMCall,
     MakeSession,
     Reply,
+    RTGeneration,
     ScriptedLLM,
+    ScriptedRealtimeModel,
     bounded,
     spoken,
     tool_call,
@@ -271,3 +277,75 @@ async def test_a_turn_between_back_to_back_handoffs_is_answered_by_the_last_agen
     assert journal.answers(SPOKEN) == [AGENT_C]
     assert spoken(session) == [f"{AGENT_C} answers: {SPOKEN}"]
     assert journal.events == ["enter a", "exit a", "enter b", "exit b", "enter c"]
+
+
+# -- a realtime model whose turns the session's VAD and STT detect --
+
+
+class RealtimeDesk(JournalingAgent):
+    journal: Journal
+
+    @function_tool
+    async def to_billing(self) -> Agent:
+        """Put the caller through to the billing desk."""
+        billing = self.journal.billing = JournalingAgent(self.journal, name="billing", instructions=BILLING)
+        return billing
+
+
+@BUG
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "0016: the handed-over _EndOfTurnInfo runs the arriving activity's _user_turn_completed_impl(), "
+        "which for a realtime model without server turn detection commit_audio()s and generate_reply()s "
+        "with user_message=None: the turn's audio went to the leaving activity and was cleared by the "
+        "handoff (or to a replaced session), and the STT transcript is dropped, so the model answers "
+        "a turn it never heard"
+    ),
+)
+@pytest.mark.parametrize("reuse", [True, False], ids=["realtime-reused", "realtime-replaced"])
+async def test_a_turn_handed_over_to_a_realtime_agent_is_heard_by_the_model_that_answers_it(
+    make_session: MakeSession, reuse: bool
+) -> None:
+    journal = Journal()
+    gate = journal.exit_gates["desk"] = Gate("desk on_exit")
+
+    def reply(gen: RTGeneration) -> str:
+        return f"{gen.instructions} answers"
+
+    model = ScriptedRealtimeModel([Reply(tool_calls=[tool_call("to_billing")])], fallback=reply, reuse=reuse)
+    caller = Caller()
+    session = await make_session(
+        RealtimeDesk(journal, name="desk", instructions=DESK), llm=model, **caller.session_kwargs()
+    )
+    caller.attach(session)
+
+    await caller.say(TO_BILLING)
+    await gate.reached()
+    try:
+        # the session's VAD and STT end the caller's turn while the desk leaves
+        await caller.say(SPOKEN)
+    finally:
+        gate.open()
+    billing = journal.billing
+    assert billing is not None
+    await settled_on(session, billing)
+
+    answers = [e for e in model.journal if e.method == "generate_reply" and e.args["instructions"] is None]
+    # the bug: nobody answers the turn
+    assert len(answers) == 2, answers
+    rt = answers[-1].session
+    # what that session heard of the turn: its audio since the last commit (or clear), or its text
+    heard = 0
+    for e in rt.journal:
+        if e.seq > answers[-1].seq:
+            break
+        if e.method == "push_audio":
+            heard += 1
+        elif e.method in ("commit_audio", "clear_audio") and e.seq < answers[-1].seq - 1:
+            heard = 0
+    said = [i.text_content for i in rt.chat_ctx.items if i.type == "message" and i.role == "user"]
+    assert heard > 0 or SPOKEN in said, (
+        f"the model answering the turn never heard it: {[(e.method, e.args) for e in rt.journal]}"
+    )
+    assert journal.events == ["enter desk", "exit desk", "enter billing"]
