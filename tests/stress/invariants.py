@@ -7,6 +7,7 @@ The names in :data:`INVARIANTS` are what the runner tabulates.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -253,3 +254,212 @@ def check_history(session: AgentSession[Any]) -> list[Violation]:
                 )
             )
     return out
+
+
+# -- spoken turns (audio mode, tests/stress/audio.py) --
+
+SPOKEN_INVARIANTS: dict[str, str] = {
+    "no_lost_user_turn": "every turn whose final transcript the session emitted is in the history in "
+    "exactly one user message, and that message is answered by exactly one reply that played "
+    "(an assistant message or tool calls in the history), or superseded: a later turn started "
+    "before the caller waited for the session to settle, and no reply to the message played. A reply "
+    "requested after a later turn's final transcript is not allowed to play (that turn supersedes it); "
+    "a message left unanswered because the session was closed before it settled is allowed",
+    "answered_by_current_agent": "the reply to a spoken turn is requested for an agent that is live "
+    "(on_enter started, on_exit not) and innermost (the last of the live agents to enter) at the "
+    "request, or when the reply's speech was created; if a handoff was under way when the turn's final transcript came (a tool had returned "
+    "or awaited an agent, or update_agent() was called, and that agent had not entered yet), by the "
+    "agent that handoff ended with, unless that agent's on_exit began before the request; never by "
+    "an inline task that had completed before the turn ended; on the pipeline, the agent's "
+    "on_user_turn_completed saw the turn before it answers it",
+}
+MODE_INVARIANTS.update(SPOKEN_INVARIANTS)
+
+_TURN_RE = re.compile(r"\bturn (\d+)\b")
+
+
+def turn_ids(text: str | None) -> tuple[int, ...]:
+    """The caller's turns a message holds: ``"turn 3 turn 4"`` (two finals in one user turn) -> (3, 4)."""
+    return tuple(int(m) for m in _TURN_RE.findall(text or ""))
+
+
+@dataclass(frozen=True)
+class TurnRequest:
+    """A model request whose context ends with a user message: a reply to that spoken turn."""
+
+    seq: int
+    rid: str
+    """Id of what the reply adds to the history: the assistant message's id, and the prefix of
+    the call ids of the tool calls it makes."""
+    agent: str | None
+    turns: tuple[int, ...]
+    speech: str | None = None
+    """Id of the speech handle the request is a step of (its creation is in ``Probe.speeches``)."""
+
+
+@dataclass
+class SpokenJournal:
+    """What the checks of spoken turns read (filled by the audio driver, or by hand in tests).
+
+    Sequence numbers are the :class:`Probe`'s: ``probe._next()``.
+    """
+
+    probe: Probe
+    speech_started: dict[int, int] = field(default_factory=dict)
+    """turn -> seq the caller started speaking it"""
+    finals: dict[int, int] = field(default_factory=dict)
+    """turn -> seq the session emitted its final transcript (``user_input_transcribed``)"""
+    waits: list[int] = field(default_factory=list)
+    """seqs at which the caller had waited for the session to settle"""
+    requests: list[TurnRequest] = field(default_factory=list)
+    handoffs: list[tuple[int, str]] = field(default_factory=list)
+    """(seq, agent id): a tool returned or awaited that agent, or update_agent() was given it"""
+    completed_tasks: dict[str, int] = field(default_factory=dict)
+    """inline task id -> seq it completed"""
+    closed_at: int | None = None
+    """seq aclose() was called by the scenario"""
+    hooks: bool = False
+    """The agents' ``on_user_turn_completed`` runs for each committed turn (the pipeline; a turn
+    a realtime model's server detected does not go through it)."""
+    heard: dict[int, list[str]] = field(default_factory=dict)
+    """turn -> ids of the agents whose ``on_user_turn_completed`` saw it"""
+    reply_items: dict[str, str] = field(default_factory=dict)
+    """assistant message id -> the rid of the request it is the reply of, where the two differ"""
+    last_request: dict[str, str] = field(default_factory=dict)
+    """speech id -> rid of its latest model request (the driver's bookkeeping for reply_items)"""
+
+    def waited_between(self, lo: int, hi: int) -> bool:
+        return any(lo < w < hi for w in self.waits)
+
+
+def _history_view(journal: SpokenJournal, items: list[Any]) -> tuple[list[tuple[int, ...]], set[str]]:
+    """(turn ids of each user message, rids of the replies that played) of a session history."""
+    users = [turn_ids(i.text_content) for i in items if i.type == "message" and i.role == "user"]
+    played: set[str] = set()
+    for i in items:
+        if i.type == "message" and i.role == "assistant":
+            played.add(i.id)
+            played.add(journal.reply_items.get(i.id, i.id))
+        elif i.type == "function_call":
+            played.add(i.call_id.rsplit("/", 1)[0])
+    return users, played
+
+
+def check_spoken_turns(journal: SpokenJournal, items: list[Any]) -> list[Violation]:
+    """``no_lost_user_turn`` on the session's final history ``items``."""
+    users, played = _history_view(journal, items)
+    out: list[Violation] = []
+    said = sorted(journal.finals)
+    for turn in said:
+        n = sum(1 for msg in users if turn in msg)
+        if n != 1:
+            out.append(Violation("no_lost_user_turn", f"turn {turn}: in {n} user messages of the history"))
+    units = list(dict.fromkeys(m for m in users if m))
+    answers = {msg: [r for r in journal.requests if r.turns == msg and r.rid in played] for msg in units}
+    answered_turns = {t for msg in units if answers[msg] for t in msg}
+    for msg in units:
+        ended = max(journal.finals.get(t, 0) for t in msg)
+        later = [t for t in said if t > max(msg)]
+        if len(answers[msg]) > 1:
+            who = [r.agent for r in answers[msg]]
+            out.append(Violation("no_lost_user_turn", f"{_name(msg)}: answered {len(who)} times, by {who}"))
+        elif not answers[msg]:
+            superseding = [
+                t for t in later if not journal.waited_between(ended, journal.speech_started.get(t, ended))
+            ]
+            closing = journal.closed_at is not None and not journal.waited_between(ended, journal.closed_at)
+            if not superseding and not closing:
+                out.append(Violation("no_lost_user_turn", f"{_name(msg)}: recorded, never answered"))
+        for r in answers[msg]:
+            # a later turn that was answered supersedes this one from its final transcript on
+            after = [t for t in later if t in answered_turns and journal.finals[t] < r.seq]
+            if after:
+                out.append(
+                    Violation(
+                        "no_lost_user_turn",
+                        f"{_name(msg)}: {r.agent} answered it after turn {after[0]} ended (superseded)",
+                    )
+                )
+    return out
+
+
+def check_answering_agent(journal: SpokenJournal, items: list[Any]) -> list[Violation]:
+    """``answered_by_current_agent``: who replies to each spoken turn whose reply played."""
+    _, played = _history_view(journal, items)
+    probe = journal.probe
+    out: list[Violation] = []
+    for r in journal.requests:
+        if r.rid not in played or not r.turns:
+            continue
+        ended = max(journal.finals.get(t, 0) for t in r.turns)
+        entered = {aid: seq for seq, aid, ev in probe.events if ev == "enter"}
+        exiting = {aid: seq for seq, aid, ev in probe.events if ev == "exit"}
+        who = _name(r.turns)
+        agent = r.agent or ""
+        # a speech created before the agent's on_exit began may still finish (drain() awaits
+        # on_exit, then lets the queued speech run: upstream's order, as no_generation_after_exit)
+        created = min(r.seq, probe.speeches.get(r.speech or "", r.seq))
+        if entered.get(agent, r.seq + 1) > r.seq:
+            out.append(
+                Violation("answered_by_current_agent", f"{who}: answered by {agent} before its on_enter")
+            )
+            continue
+        if exiting.get(agent, r.seq + 1) < created:
+            out.append(
+                Violation("answered_by_current_agent", f"{who}: answered by {agent} after its on_exit began")
+            )
+            continue
+        live = _live_at(probe, r.seq)
+        if agent in live and live[-1] != agent:
+            out.append(
+                Violation(
+                    "answered_by_current_agent", f"{who}: answered by {agent} while {live[-1]} is current"
+                )
+            )
+            continue
+        if journal.hooks and any(agent not in journal.heard.get(t, []) for t in r.turns):
+            out.append(
+                Violation(
+                    "answered_by_current_agent",
+                    f"{who}: answered by {agent}, whose on_user_turn_completed did not see it",
+                )
+            )
+            continue
+        done = journal.completed_tasks.get(r.agent or "")
+        if done is not None and done < ended:
+            out.append(
+                Violation("answered_by_current_agent", f"{who}: answered by {r.agent}, completed before")
+            )
+            continue
+        # the handoff under way when the turn ended: the newest one whose agent had not entered
+        pending = [
+            (seq, aid) for seq, aid in journal.handoffs if seq < ended and entered.get(aid, ended + 1) > ended
+        ]
+        if pending:
+            target = pending[-1][1]
+            if target in entered and exiting.get(target, r.seq + 1) > r.seq and r.agent != target:
+                out.append(
+                    Violation(
+                        "answered_by_current_agent",
+                        f"{who}: ended while handing off to {target}, answered by {r.agent}",
+                    )
+                )
+    return out
+
+
+def _live_at(probe: Probe, seq: int) -> list[str]:
+    """Agents live at ``seq`` (on_enter started, on_exit not), in the order they entered."""
+    state: dict[str, bool] = {}
+    for s, aid, ev in probe.events:
+        if s > seq:
+            break
+        if ev == "enter":
+            state.pop(aid, None)
+            state[aid] = True
+        elif ev == "exit":
+            state[aid] = False
+    return [aid for aid, live in state.items() if live]
+
+
+def _name(turns: tuple[int, ...]) -> str:
+    return "+".join(f"turn {t}" for t in turns)

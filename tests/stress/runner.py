@@ -1,7 +1,7 @@
 """Run seeds, tabulate violations by invariant, shrink failing scenarios; the CLI.
 
     python -m tests.stress --seeds 0:200 [--replay SEED] [--json out.json] [--no-shrink] [--jobs N]
-                           [--mode text|nova]
+                           [--mode text|nova|audio]
 
 Each scenario runs in an event loop of its own (``asyncio.run``), with a fresh AgentSession.
 ``--jobs N`` runs the seeds in N processes; the report is the same as one process's, in seed
@@ -31,9 +31,10 @@ from .driver import run_scenario
 from .invariants import INVARIANTS, Violation
 from .scenario import Scenario, generate, shrink_candidates
 
-MODES = ("text", "nova")
+MODES = ("text", "nova", "audio")
 """``text``: scripted LLM / realtime models (scenario.py, driver.py); ``nova``: the aws plugin's
-Nova Sonic against the Bedrock stream fake (nova.py)."""
+Nova Sonic against the Bedrock stream fake (nova.py); ``audio``: the caller's turns spoken through
+the session's audio input, VAD and STT or a realtime model's server (audio.py)."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,14 @@ def get_mode(name: str) -> Mode:
         from . import nova
 
         return Mode(nova.generate, nova.run_scenario, nova.shrink_candidates, nova.INVARIANTS, " --mode nova")
+    if name == "audio":
+        from . import audio
+
+        return Mode(
+            audio.generate, audio.run_scenario, audio.shrink_candidates, audio.INVARIANTS, " --mode audio"
+        )
+    if name != "text":
+        raise ValueError(f"unknown stress mode {name!r}, expected one of {MODES}")
     return Mode(generate, run_scenario, shrink_candidates, INVARIANTS)
 
 
@@ -234,7 +243,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--no-shrink", action="store_true", help="do not minimise failing scenarios")
     ap.add_argument("--jobs", type=_jobs, default=1, help="processes to split the seeds over (default 1)")
-    ap.add_argument("--mode", choices=MODES, default="text", help="text (default) or nova (docs/stress.md)")
+    ap.add_argument(
+        "--mode", choices=MODES, default="text", help="text (default), nova or audio (docs/stress.md)"
+    )
     args = ap.parse_args(argv)
     if args.replay is not None and len(args.replay) != 1:
         ap.error("--replay takes one seed")

@@ -1,4 +1,5 @@
-"""The ``leaving_agent_silent`` check on hand-written journals.
+"""The ``leaving_agent_silent`` check, the Nova mode's two checks and the audio mode's two checks of
+spoken turns (``no_lost_user_turn``, ``answered_by_current_agent``), on hand-written journals.
 
 The harness itself can only show that a build passes; these pin down what the check counts as
 the #5150 failure (the agent a handoff of its own batch took out goes on to answer that batch)
@@ -13,8 +14,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from livekit.agents import llm
 
-from tests.stress.invariants import Generation, Probe, check_late_generations
+from tests.stress.invariants import (
+    Generation,
+    Probe,
+    SpokenJournal,
+    TurnRequest,
+    check_answering_agent,
+    check_late_generations,
+    check_spoken_turns,
+)
 
 
 @dataclass
@@ -248,3 +258,246 @@ def test_a_send_on_a_closed_stream_is_a_protocol_violation() -> None:
     violations = _nova().check_protocol(server)
     assert {v.invariant for v in violations} == {"bedrock_protocol"}
     assert "sent on a closed stream" in violations[0].detail
+
+
+# -- spoken turns: no_lost_user_turn and answered_by_current_agent on hand-written journals --
+
+
+def _spoken(*, hooks: bool = False) -> tuple[Probe, SpokenJournal]:
+    probe = Probe()
+    _enter(probe, "agent_0")
+    return probe, SpokenJournal(probe, hooks=hooks)
+
+
+def _say(journal: SpokenJournal, turn: int) -> None:
+    """The caller speaks ``turn <turn>`` and the session emits its final transcript."""
+    journal.speech_started[turn] = journal.probe._next()
+    journal.finals[turn] = journal.probe._next()
+
+
+def _request(journal: SpokenJournal, agent: str, *turns: int, speech: str | None = None) -> str:
+    rid = f"r{journal.probe.seq}"
+    if speech is not None:
+        journal.probe.speech_created(speech)
+    journal.requests.append(TurnRequest(journal.probe._next(), rid, agent, turns, speech))
+    for t in turns:
+        journal.heard.setdefault(t, []).append(agent)
+    return rid
+
+
+def _history(*entries: tuple[str, str]) -> list[llm.ChatItem]:
+    """("user", "turn 0") for a user message, ("reply", rid) for the reply that played."""
+    ctx = llm.ChatContext()
+    for kind, text in entries:
+        if kind == "user":
+            ctx.add_message(role="user", content=text)
+        else:
+            ctx.add_message(role="assistant", content=f"answers ({text})", id=text)
+    return ctx.items
+
+
+def _lost(journal: SpokenJournal, items: list[llm.ChatItem]) -> list[str]:
+    return [v.detail for v in check_spoken_turns(journal, items)]
+
+
+def _who(journal: SpokenJournal, items: list[llm.ChatItem]) -> list[str]:
+    return [v.detail for v in check_answering_agent(journal, items)]
+
+
+def test_a_turn_answered_once_is_not_lost() -> None:
+    _, journal = _spoken()
+    _say(journal, 0)
+    rid = _request(journal, "agent_0", 0)
+
+    assert _lost(journal, _history(("user", "turn 0"), ("reply", rid))) == []
+
+
+def test_a_final_transcript_missing_from_the_history_is_lost() -> None:
+    _, journal = _spoken()
+    _say(journal, 0)
+    _request(journal, "agent_0", 0)
+
+    assert _lost(journal, _history()) == ["turn 0: in 0 user messages of the history"]
+
+
+def test_a_turn_recorded_twice_is_counted() -> None:
+    _, journal = _spoken()
+    _say(journal, 0)
+    rid = _request(journal, "agent_0", 0)
+
+    assert _lost(journal, _history(("user", "turn 0"), ("user", "turn 0"), ("reply", rid))) == [
+        "turn 0: in 2 user messages of the history"
+    ]
+
+
+def test_a_turn_recorded_and_never_answered_is_lost() -> None:
+    _, journal = _spoken()
+    _say(journal, 0)
+    _request(journal, "agent_0", 0)  # its reply never played
+
+    assert _lost(journal, _history(("user", "turn 0"))) == ["turn 0: recorded, never answered"]
+
+
+def test_a_turn_whose_reply_a_later_turn_cut_before_it_played_is_superseded() -> None:
+    _, journal = _spoken()
+    _say(journal, 0)
+    _request(journal, "agent_0", 0)  # interrupted by turn 1 before any of it played
+    _say(journal, 1)
+    rid = _request(journal, "agent_0", 1)
+
+    assert _lost(journal, _history(("user", "turn 0"), ("user", "turn 1"), ("reply", rid))) == []
+
+
+def test_a_later_turn_after_the_caller_waited_supersedes_nothing() -> None:
+    _, journal = _spoken()
+    _say(journal, 0)
+    journal.waits.append(journal.probe._next())  # the session settled with turn 0 unanswered
+    _say(journal, 1)
+    rid = _request(journal, "agent_0", 1)
+
+    assert _lost(journal, _history(("user", "turn 0"), ("user", "turn 1"), ("reply", rid))) == [
+        "turn 0: recorded, never answered"
+    ]
+
+
+def test_a_turn_the_closing_session_leaves_unanswered_is_not_lost() -> None:
+    _, journal = _spoken()
+    _say(journal, 0)
+    journal.closed_at = journal.probe._next()
+
+    assert _lost(journal, _history(("user", "turn 0"))) == []
+
+
+def test_a_turn_answered_twice_is_counted() -> None:
+    _, journal = _spoken()
+    _say(journal, 0)
+    first = _request(journal, "agent_0", 0)
+    second = _request(journal, "agent_1", 0)
+
+    assert _lost(journal, _history(("user", "turn 0"), ("reply", first), ("reply", second))) == [
+        "turn 0: answered 2 times, by ['agent_0', 'agent_1']"
+    ]
+
+
+def test_an_earlier_turn_answered_after_a_later_answered_turn_ended_is_counted() -> None:
+    # two turns end during one handoff and the arriving agent answers both, one by one
+    _, journal = _spoken()
+    _say(journal, 0)
+    _say(journal, 1)
+    first = _request(journal, "agent_1", 0)
+    second = _request(journal, "agent_1", 1)
+    items = _history(("user", "turn 0"), ("user", "turn 1"), ("reply", first), ("reply", second))
+
+    assert _lost(journal, items) == ["turn 0: agent_1 answered it after turn 1 ended (superseded)"]
+
+
+def test_an_answer_asked_for_before_the_later_turn_ended_may_play() -> None:
+    _, journal = _spoken()
+    _say(journal, 0)
+    first = _request(journal, "agent_0", 0)
+    _say(journal, 1)
+    second = _request(journal, "agent_0", 1)
+    items = _history(("user", "turn 0"), ("reply", first), ("user", "turn 1"), ("reply", second))
+
+    assert _lost(journal, items) == []
+
+
+def test_two_finals_in_one_user_turn_are_one_message() -> None:
+    _, journal = _spoken()
+    _say(journal, 0)
+    _say(journal, 1)
+    rid = _request(journal, "agent_0", 0, 1)
+
+    assert _lost(journal, _history(("user", "turn 0 turn 1"), ("reply", rid))) == []
+
+
+def test_the_current_agent_answering_is_allowed() -> None:
+    _, journal = _spoken(hooks=True)
+    _say(journal, 0)
+    rid = _request(journal, "agent_0", 0)
+
+    assert _who(journal, _history(("user", "turn 0"), ("reply", rid))) == []
+
+
+def test_an_agent_answering_a_turn_after_its_on_exit_began_is_counted() -> None:
+    probe, journal = _spoken()
+    _say(journal, 0)
+    _exit(probe, "agent_0")  # the session closes
+    rid = _request(journal, "agent_0", 0, speech="speech_late")
+
+    assert _who(journal, _history(("user", "turn 0"), ("reply", rid))) == [
+        "turn 0: answered by agent_0 after its on_exit began"
+    ]
+
+
+def test_finishing_a_reply_whose_speech_was_created_before_on_exit_is_allowed() -> None:
+    probe, journal = _spoken()
+    _say(journal, 0)
+    probe.speech_created("speech_0")
+    _exit(probe, "agent_0")  # drain(): on_exit, then the queued speech runs
+    rid = _request(journal, "agent_0", 0, speech="speech_0")
+
+    assert _who(journal, _history(("user", "turn 0"), ("reply", rid))) == []
+
+
+def test_a_turn_ending_during_a_handoff_answered_by_the_leaving_agent_is_counted() -> None:
+    probe, journal = _spoken()
+    journal.handoffs.append((probe._next(), "agent_1"))  # a tool returned agent_1
+    _say(journal, 0)
+    rid = _request(journal, "agent_0", 0, speech="speech_0")  # before on_exit, still live
+    _exit(probe, "agent_0")
+    _enter(probe, "agent_1")
+
+    assert _who(journal, _history(("user", "turn 0"), ("reply", rid))) == [
+        "turn 0: ended while handing off to agent_1, answered by agent_0"
+    ]
+
+
+def test_a_turn_ending_during_a_handoff_answered_by_the_arriving_agent_is_allowed() -> None:
+    probe, journal = _spoken()
+    journal.handoffs.append((probe._next(), "agent_1"))
+    _say(journal, 0)
+    _exit(probe, "agent_0")
+    _enter(probe, "agent_1")
+    rid = _request(journal, "agent_1", 0)
+
+    assert _who(journal, _history(("user", "turn 0"), ("reply", rid))) == []
+
+
+def test_the_agent_awaiting_an_inline_task_answering_while_the_task_runs_is_counted() -> None:
+    probe, journal = _spoken()
+    journal.handoffs.append((probe._next(), "task_0"))
+    _enter(probe, "task_0")
+    _say(journal, 0)
+    rid = _request(journal, "agent_0", 0)
+
+    assert _who(journal, _history(("user", "turn 0"), ("reply", rid))) == [
+        "turn 0: answered by agent_0 while task_0 is current"
+    ]
+
+
+def test_an_inline_task_that_completed_before_the_turn_ended_answering_is_counted() -> None:
+    probe, journal = _spoken()
+    journal.handoffs.append((probe._next(), "task_0"))
+    _enter(probe, "task_0")
+    journal.completed_tasks["task_0"] = probe._next()
+    _say(journal, 0)
+    rid = _request(journal, "task_0", 0)
+
+    assert _who(journal, _history(("user", "turn 0"), ("reply", rid))) == [
+        "turn 0: answered by task_0, completed before"
+    ]
+
+
+def test_answering_a_turn_its_on_user_turn_completed_did_not_see_is_counted() -> None:
+    probe, journal = _spoken(hooks=True)
+    journal.handoffs.append((probe._next(), "agent_1"))
+    _say(journal, 0)
+    _exit(probe, "agent_0")
+    _enter(probe, "agent_1")
+    rid = _request(journal, "agent_1", 0)
+    journal.heard.clear()  # the turn was handed over around agent_1's hook
+
+    assert _who(journal, _history(("user", "turn 0"), ("reply", rid))) == [
+        "turn 0: answered by agent_1, whose on_user_turn_completed did not see it"
+    ]

@@ -1,4 +1,6 @@
-"""CI entry of the stress harness: 200 fixed seeds on the installed build, no violation allowed.
+"""CI entry of the stress harness: 200 fixed seeds on the installed build, no violation allowed;
+50 seeds of the Nova mode less the open defects' seeds; and 50 seeds of the audio mode (spoken
+turns), none failing but the known open ones.
 
 Part of `make test` (the fork suite); `make stress-ci` runs it alone. On stock 1.8.9 about half
 of these seeds fail (docs/stress.md), so it only means something on the fork.
@@ -14,6 +16,7 @@ from __future__ import annotations
 import pytest
 
 from tests.fakes import ErrorLogCapture
+from tests.stress.audio import ALLOWED_ERRORS as AUDIO_ALLOWED_ERRORS
 from tests.stress.driver import ALLOWED_ERRORS
 from tests.stress.runner import report, run_seeds
 
@@ -45,3 +48,37 @@ def test_stress_nova_50_fixed_seeds_violate_no_invariant(error_logs: ErrorLogCap
     outcomes = run_seeds(seeds, do_shrink=False, mode="nova")
     failing = [o.scenario.seed for o in outcomes if o.violations]
     assert not failing, report(outcomes, f"{NOVA_CI_SEEDS.start}:{NOVA_CI_SEEDS.stop}", "nova")
+
+
+AUDIO_CI_SEEDS = range(0, 50)
+
+AUDIO_OPEN: dict[int, str] = {
+    # The audio seeds of AUDIO_CI_SEEDS the fork fails today, each with the open defect of
+    # patch 0016's spoken turns behind it (docs/stress.md, "Audio mode"). Like xfail(strict=True):
+    # a seed that passes once its defect is fixed fails this test, so its entry must go.
+    1: "realtime, session reused: the server's own reply after the takeover and the handed-over turn both answered",
+    9: "turns ending before/during one handoff all answered, one by one; arriving agent's hook skipped",
+    10: "the arriving agent's on_user_turn_completed skipped for a handed-over turn",
+    11: "the arriving agent's on_user_turn_completed skipped for a handed-over turn",
+    12: "handed-over turn lost when a later turn cuts its answer; both answered; hook skipped",
+    14: "realtime, session reused: reply first, transcript after the takeover: unanswered",
+    16: "realtime, session replaced: a server turn as the leaving activity closes: unanswered",
+    26: "the arriving agent's on_user_turn_completed skipped for a handed-over turn",
+    30: "handed-over turn not recorded: the session closes before the agent taking over runs",
+    35: "handed-over turn not recorded: the session closes before the agent taking over runs",
+    37: "the arriving agent's on_user_turn_completed skipped for a handed-over turn",
+}
+
+
+def test_stress_audio_50_fixed_seeds_fail_only_where_a_known_defect_is_open(
+    error_logs: ErrorLogCapture,
+) -> None:
+    """Spoken turns (``--mode audio``): no seed fails but the known open ones, and those still do."""
+    error_logs.allow(*ALLOWED_ERRORS.values(), *AUDIO_ALLOWED_ERRORS.values())
+    outcomes = run_seeds(AUDIO_CI_SEEDS, do_shrink=False, mode="audio")
+    failing = {o.scenario.seed for o in outcomes if o.violations}
+    unexpected = sorted(failing - set(AUDIO_OPEN))
+    fixed = sorted(set(AUDIO_OPEN) - failing)
+    shown = [o for o in outcomes if o.scenario.seed in unexpected]
+    assert not unexpected, report(shown, f"{AUDIO_CI_SEEDS.start}:{AUDIO_CI_SEEDS.stop}", "audio")
+    assert not fixed, f"seeds {fixed} pass now: drop them from AUDIO_OPEN (and recount docs/stress.md)"
