@@ -1,8 +1,8 @@
 """`make bench`: every fork-vs-stock benchmark in one table, also written to docs/benchmarks.md.
 
-`python -m benchmarks [name ...]` runs the named ones only (parallel_handoff,
-deferred_handoff, nova_sonic_handoff, long_run, build_speed). Each compared benchmark runs fork, stock, fork, stock...
-`BENCH_REPEATS` times (default 3) and the table shows the medians.
+`python -m benchmarks [name ...]` runs the named ones only (parallel_handoff, deferred_handoff,
+nova_sonic_handoff, caller_wait, long_run, build_speed). Each compared benchmark runs fork, stock,
+fork, stock... `BENCH_REPEATS` times (default 3) and the table shows the medians.
 """
 
 from __future__ import annotations
@@ -30,6 +30,10 @@ COMPARED = {
     "nova_sonic_handoff": {
         "tool_return_to_first_request_s": "fork <= 0.050 (no fixed sleeps), stock ~1.75 of sleeps"
     },
+    "caller_wait": {
+        "during_handoff_turn_s": "fork finite, stock inf (the turn is dropped)",
+        "after/no_handoff": "fork <= 1.05",
+    },
     "long_run": {
         "handoff_last/first": "<= 1.2",
         "handoff_mem_growth_kib": "bounded",
@@ -47,6 +51,13 @@ NOTES = """
   pattern #5150's fix is for: the fork hands off without the leaving agent's extra round trip.
   `fresh_*` builds it with no context: it starts afresh, so on both builds the leaving agent voices
   the siblings' results as the end of its turn (one more request, about the model's 100 ms).
+* `caller_wait` is the caller's side of a handoff, spoken through the session's audio input, VAD
+  and STT: from the final transcript of a turn to the first audio frame of its answer (FakeTTS into
+  an audio output that timestamps frames; medians of 5 sessions, 5 turns each for the plain ones).
+  `during_handoff_turn_s` is a turn that ends while the desk is in its `on_exit` (released as the
+  turn ends), answered by billing: stock drops it (`inf`, nothing within 0.5 s). `after/no_handoff` is
+  a turn right after the handoff over one with no handoff, on the same session; a few ms each, so a
+  busy machine moves it by several percent either way.
 * `handoff_last/first` is the mean time of the last 100 of 1,000 sequential handoffs over the first
   100. Patch 0006 took the fork from about 1.35 to about 1.0: recording each tool call scanned the
   whole session history. `turns_500_wall_s` is 500 ordinary turns with a tool call and no handoff;
