@@ -536,6 +536,14 @@ async def run_scenario(sc: AudioScenario) -> list[Violation]:
             if not await _settle(session, probe):
                 out.append(Violation("settles", f"tools running: {probe.tools_running}"))
             out += inv.check_active(probe, session, closed=False)
+            if sc.kind == "pipeline" and caller.stt.frames < caller.audio.frames_pushed:
+                lost = caller.audio.frames_pushed - caller.stt.frames
+                out.append(
+                    Violation(
+                        "no_lost_user_turn",
+                        f"{lost} of the caller's {caller.audio.frames_pushed} audio frames never reached the STT",
+                    )
+                )
             closing = asyncio.ensure_future(session.aclose())
         finished, exc = await _within(closing, inv.CLOSE_BOUND)
         if not finished or exc is not None:

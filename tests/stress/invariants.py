@@ -261,10 +261,10 @@ def check_history(session: AgentSession[Any]) -> list[Violation]:
 SPOKEN_INVARIANTS: dict[str, str] = {
     "no_lost_user_turn": "every turn whose final transcript the session emitted is in the history in "
     "exactly one user message, and that message is answered by exactly one reply that played "
-    "(an assistant message or tool calls in the history), or superseded: a later turn started "
-    "before the caller waited for the session to settle, and no reply to the message played. A reply "
-    "requested after a later turn's final transcript is not allowed to play (that turn supersedes it); "
-    "a message left unanswered because the session was closed before it settled is allowed",
+    "(an assistant message or tool calls in the history) or superseded: no reply to it played and "
+    "a later turn of the caller's ended without the caller waiting for the session to settle in "
+    "between. No reply to it may be asked for after a later turn that is answered ended; a turn "
+    "the session was closed on before it settled needs no answer",
     "answered_by_current_agent": "the reply to a spoken turn is requested for an agent that is live "
     "(on_enter started, on_exit not) and innermost (the last of the live agents to enter) at the "
     "request, or when the reply's speech was created; if a handoff was under way when the turn's final transcript came (a tool had returned "
@@ -346,7 +346,21 @@ def _history_view(journal: SpokenJournal, items: list[Any]) -> tuple[list[tuple[
 
 
 def check_spoken_turns(journal: SpokenJournal, items: list[Any]) -> list[Violation]:
-    """``no_lost_user_turn`` on the session's final history ``items``."""
+    """``no_lost_user_turn`` on the session's final history ``items``.
+
+    The unit is a user message: two finals in one user turn (the caller went on before the end
+    of turn ran) are one message, answered once. A reply *played* if what it produced is in the
+    history: an assistant message (an interrupted one keeps what played; one cut before any
+    audio is not added) or its tool calls.
+
+    **Superseded** (CONTRIBUTING.md, "Spoken turns"): a turn whose answer was interrupted by a
+    later turn before any audio played, or never started. Here: no reply to it played, and a
+    later turn was spoken without the caller waiting for the session to settle in between (a
+    caller who waits gets an answer first). Conversely a reply to it must not be asked for after
+    a later turn that was answered ended: that turn supersedes it, and the agent answers the later
+    one with both in its context (two turns ending in one handoff are answered once). A reply
+    asked for before the later turn ended may play: it is an answer, cut short or not.
+    """
     users, played = _history_view(journal, items)
     out: list[Violation] = []
     said = sorted(journal.finals)
