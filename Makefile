@@ -53,13 +53,13 @@ parity-fork:
 # parity-fork repeats ~30 s of test-fork; it stays so `make parity` means the same everywhere
 test: lint types check test-fork prove parity  ## what CI runs
 
-stress:  ## random handoff schedules: make stress SEEDS=0:10000 [JOBS=4] [MODE=nova] (replay: python -m tests.stress --replay N)
+stress:  ## random handoff schedules: make stress SEEDS=0:10000 [JOBS=4] [MODE=nova|audio] (replay: python -m tests.stress --replay N)
 	$(FORK_PY) -m tests.stress --seeds $(or $(SEEDS),0:1000) --jobs $(or $(JOBS),1) --mode $(or $(MODE),text)
 
 stress-stock:  ## the same schedules on stock upstream, for the comparison in docs/stress.md
 	$(STOCK_PY) -m tests.stress --seeds $(or $(SEEDS),0:1000) --no-shrink --jobs $(or $(JOBS),1) --mode $(or $(MODE),text)
 
-stress-ci:  ## the 200 CI seeds as a test (also part of `make test`)
+stress-ci:  ## the 200 CI seeds and the 50 Nova and 50 audio ones as tests (also part of `make test`)
 	$(FORK_PY) -m pytest --lk-env fork tests/stress -q
 
 bench:  ## every fork-vs-stock benchmark; writes docs/benchmarks.md

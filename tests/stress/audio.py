@@ -66,7 +66,8 @@ INVARIANTS: dict[str, str] = {**inv.INVARIANTS, **inv.SPOKEN_INVARIANTS}
 ALLOWED_ERRORS: dict[str, str] = {
     # agent_activity._inline_task_slot raises this into the tool awaiting an inline AgentTask
     # when that speech is interrupted (a barge-in, aclose()); the tool's exception is logged
-    "task": r"exception occurred while executing tool.*the speech that awaited the inline task is interrupted",
+    "task": r"exception occurred while executing tool"
+    r".*the speech that awaited the inline task is interrupted",
 }
 
 
@@ -537,13 +538,10 @@ async def run_scenario(sc: AudioScenario) -> list[Violation]:
                 out.append(Violation("settles", f"tools running: {probe.tools_running}"))
             out += inv.check_active(probe, session, closed=False)
             if sc.kind == "pipeline" and caller.stt.frames < caller.audio.frames_pushed:
-                lost = caller.audio.frames_pushed - caller.stt.frames
-                out.append(
-                    Violation(
-                        "no_lost_user_turn",
-                        f"{lost} of the caller's {caller.audio.frames_pushed} audio frames never reached the STT",
-                    )
-                )
+                pushed = caller.audio.frames_pushed
+                lost = pushed - caller.stt.frames
+                what = f"{lost} of the caller's {pushed} audio frames never reached the STT"
+                out.append(Violation("no_lost_user_turn", what))
             closing = asyncio.ensure_future(session.aclose())
         finished, exc = await _within(closing, inv.CLOSE_BOUND)
         if not finished or exc is not None:

@@ -264,14 +264,15 @@ SPOKEN_INVARIANTS: dict[str, str] = {
     "(an assistant message or tool calls in the history) or superseded: no reply to it played and "
     "a later turn of the caller's ended without the caller waiting for the session to settle in "
     "between. No reply to it may be asked for after a later turn that is answered ended; a turn "
-    "the session was closed on before it settled needs no answer",
-    "answered_by_current_agent": "the reply to a spoken turn is requested for an agent that is live "
-    "(on_enter started, on_exit not) and innermost (the last of the live agents to enter) at the "
-    "request, or when the reply's speech was created; if a handoff was under way when the turn's final transcript came (a tool had returned "
-    "or awaited an agent, or update_agent() was called, and that agent had not entered yet), by the "
-    "agent that handoff ended with, unless that agent's on_exit began before the request; never by "
-    "an inline task that had completed before the turn ended; on the pipeline, the agent's "
-    "on_user_turn_completed saw the turn before it answers it",
+    "the session was closed on before it settled needs no answer. On the pipeline, every audio frame "
+    "the caller pushed reached the STT (checked once settled, before aclose())",
+    "answered_by_current_agent": "the reply to a spoken turn is requested for an agent that has "
+    "entered and is the innermost live one (the last of the live agents to enter), whose on_exit had "
+    "not begun when the reply's speech was created; if a handoff was under way when the turn's final "
+    "transcript came (a tool had returned or awaited an agent, or update_agent() was called, and that "
+    "agent had not entered yet), by the agent that handoff ended with, unless that agent's on_exit "
+    "began before the request; never by an inline task that had completed before the turn ended; on "
+    "the pipeline, the agent's on_user_turn_completed saw the turn before it answers it",
 }
 MODE_INVARIANTS.update(SPOKEN_INVARIANTS)
 
