@@ -18,6 +18,7 @@ from tests.stress.runner import main, parse_seeds, run_seeds
         (["--jobs", "0"], "jobs must be a whole number >= 1"),
         (["--jobs", "two"], "jobs must be a whole number >= 1"),
         (["--replay", "3:9"], "--replay takes one seed"),
+        (["--mode", "video"], "invalid choice: 'video'"),
     ],
 )
 def test_bad_input_is_refused_with_a_message(
