@@ -53,20 +53,13 @@ def test_stress_nova_50_fixed_seeds_violate_no_invariant(error_logs: ErrorLogCap
 AUDIO_CI_SEEDS = range(0, 50)
 
 AUDIO_OPEN: dict[int, str] = {
-    # The audio seeds of AUDIO_CI_SEEDS the fork fails today, each with the open defect behind it
-    # (its class in docs/stress.md, "Audio mode"). Like xfail(strict=True): a seed that passes
-    # once its defect is fixed fails this test, so its entry must go.
-    1: "K8 realtime, session reused: the server's reply after the takeover and the handed-over one both play",
-    9: "K3 turns ending before/during one handoff answered one by one; K1",
-    10: "K1 the arriving agent's on_user_turn_completed skipped for a handed-over turn",
-    11: "K1 the arriving agent's on_user_turn_completed skipped for a handed-over turn",
-    12: "K2 handed-over turn lost when a later turn cuts its answer; K3; K1",
-    14: "K5 realtime, session reused: reply first, transcript after the takeover: unanswered",
-    16: "K5 realtime, session replaced: a server turn as the leaving activity closes: unanswered",
-    26: "K1 the arriving agent's on_user_turn_completed skipped for a handed-over turn",
-    30: "K2 handed-over turn not recorded: the session closes before the agent taking over runs",
-    35: "K2 handed-over turn not recorded: the session closes before the agent taking over runs",
-    37: "K1 the arriving agent's on_user_turn_completed skipped for a handed-over turn",
+    # The audio seeds of AUDIO_CI_SEEDS the fork fails today, each with the open framework defect
+    # behind it (docs/stress.md, "Audio mode", the class in brackets). Like xfail(strict=True): a
+    # seed that passes once its defect is fixed fails this test, so its entry must go.
+    1: "[K8] realtime, session reused: a turn ending while the arriving agent starts is answered "
+    "twice, by the server's own reply and by the handed-over turn's",
+    16: "[K5] realtime, session replaced: a turn the server ends while the leaving activity closes "
+    "is recorded and never answered",
 }
 
 
