@@ -152,3 +152,22 @@ def test_checkout_from_a_git_repository_takes_only_tests_and_config(tmp_path: Pa
 def test_verify_upstream_needs_a_checkout(fork: Path) -> None:
     res = lkfork(fork, "verify-upstream", "livekit-agents")
     assert res.returncode == 2 and "--checkout" in res.stderr
+
+
+def test_upstream_test_environment_pins_our_packages_with_their_extras(tmp_path: Path) -> None:
+    from lkfork.config import find_root, load_packages
+    from lkfork.errors import ForkError
+    from lkfork.verify_upstream import REQUIREMENTS, _requirements
+
+    root = find_root(Path(__file__))
+    reqs = _requirements(root, load_packages(root))
+    assert reqs[:3] == [
+        "livekit-agents[openai,google,aws,silero,deepgram,elevenlabs,cartesia,anthropic,mcp]==1.8.9",
+        "livekit-plugins-google==1.8.9",
+        "livekit-plugins-aws[realtime]==1.8.9",
+    ]
+    assert any(r.startswith("pytest") for r in reqs[3:])
+    (tmp_path / REQUIREMENTS).parent.mkdir(parents=True)
+    (tmp_path / REQUIREMENTS).write_text("extras livekit-plugins-openai: realtime\n")
+    with pytest.raises(ForkError, match="extras for livekit-plugins-openai, which we do not ship"):
+        _requirements(tmp_path, load_packages(root))

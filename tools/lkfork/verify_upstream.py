@@ -99,18 +99,25 @@ def export_checkout(source: Path, dest: Path) -> str:
 
 
 def _requirements(root: Path, pkgs: list[Package]) -> list[str]:
+    """Our packages at their pins (with the extras ``extras <distribution>: a,b`` lines name),
+    then the other requirements of the file, as they are."""
     path = root / REQUIREMENTS
     if not path.is_file():
         raise ForkError(f"{REQUIREMENTS}: missing (what upstream's tests need to run)")
-    extras, reqs = "", []
+    extras: dict[str, str] = {}
+    reqs = []
     for line in path.read_text().splitlines():
         line = line.split("#", 1)[0].strip()
-        if line.startswith("extras:"):
-            extras = line.split(":", 1)[1].strip()
+        if line.startswith("extras "):
+            dist, _, names = line[len("extras ") :].partition(":")
+            extras[dist.strip()] = names.strip()
         elif line:
             reqs.append(line)
+    unknown = set(extras) - {p.distribution for p in pkgs}
+    if unknown:
+        raise ForkError(f"{REQUIREMENTS}: extras for {', '.join(sorted(unknown))}, which we do not ship")
     ours = [
-        f"{p.distribution}{f'[{extras}]' if p.distribution == 'livekit-agents' and extras else ''}=={p.version}"
+        f"{p.distribution}{f'[{extras[p.distribution]}]' if p.distribution in extras else ''}=={p.version}"
         for p in pkgs
     ]
     return ours + reqs
