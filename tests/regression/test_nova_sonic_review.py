@@ -20,6 +20,10 @@ again, the old stream is ended. What is still open, on the fork as on stock 1.8.
 * **The tools change while the timed recycle sends the new stream's history.** The new
   ``promptStart`` already went out with the old tools, and ``update_tools()`` schedules no
   recycle while the session is not active: the new tool is never declared.
+* **The session closes as a tool-change recycle starts.** ``aclose()`` does not stop the
+  recycle (``_deferred_tool_recycle_tasks`` is cancelled only on the inactive path, and the
+  recycle clears ``_is_sess_active`` only after it ended the old stream): the recycle opens a
+  new stream for the closed session and leaves it open.
 
 Offline: ``tests.fakes.bedrock_stream`` stands in for the Bedrock stream under the plugin's
 own session; ``FakeBedrock.fire_recycle_timer()`` makes the recycle timer fire at once,
@@ -109,7 +113,9 @@ def _holds_result(e: SentEvent) -> bool:
 # -- a stream error restarts the session with a tool in flight --
 
 
-@pytest.mark.upstream_bug("not-yet: a Nova Sonic stream error restarts the session and loses the tool call in flight")
+@pytest.mark.upstream_bug(
+    "not-yet: a Nova Sonic stream error restarts the session and loses the tool call in flight"
+)
 @pytest.mark.xfail(
     strict=True,
     reason=(
@@ -252,3 +258,77 @@ async def test_tools_changed_during_the_timed_recycle(
     assert "cancel_booking" in json.dumps(prompt), (
         f"the tool given during the recycle was never declared ({len(bedrock.connections)} streams)"
     )
+
+
+# -- the session closes as a tool-change recycle starts --
+
+
+class ToolChanger(Agent):
+    """Its tool adds a tool (a recycle) and returns."""
+
+    def __init__(self) -> None:
+        from livekit.plugins.aws.experimental.realtime import RealtimeModel
+
+        super().__init__(instructions="be brief", llm=RealtimeModel.with_nova_sonic_2())
+
+    @function_tool
+    async def book(self, table: int) -> str:
+        """Book a table."""
+        await self.update_tools([*self.tools, cancel_booking])
+        return f"table {table} booked"
+
+
+def _recycle_started(monkeypatch: pytest.MonkeyPatch) -> tuple[asyncio.Future[None], asyncio.Future[None]]:
+    """(started, ended) of the next ``_graceful_session_recycle()``."""
+    from livekit.plugins.aws.experimental.realtime.realtime_model import RealtimeSession
+
+    loop = asyncio.get_running_loop()
+    started: asyncio.Future[None] = loop.create_future()
+    ended: asyncio.Future[None] = loop.create_future()
+    recycle = RealtimeSession._graceful_session_recycle
+
+    async def _watched(self: Any) -> None:
+        if not started.done():
+            started.set_result(None)
+        try:
+            await recycle(self)
+        finally:
+            if not ended.done():
+                ended.set_result(None)
+
+    monkeypatch.setattr(RealtimeSession, "_graceful_session_recycle", _watched)
+    return started, ended
+
+
+@pytest.mark.upstream_bug(
+    "not-yet: a Nova Sonic session closed as a tool-change recycle starts opens a new stream"
+)
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "0004/0009: aclose() neither takes _recycle_lock nor, while _is_sess_active is still set "
+        "(the recycle stops the audio input and ends the old stream before it clears it), cancels "
+        "_deferred_tool_recycle_tasks; the recycle goes on and initialize_streams() opens a new "
+        "stream, with its tasks and timer, for the closed session"
+    ),
+)
+async def test_close_as_a_tool_change_recycle_starts(
+    bedrock: FakeBedrock, make_session: MakeSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bedrock.reply_when(is_interactive_text(QUESTION), model_turn(tool=("tool-1", "book", {"table": 12})))
+    started, ended = _recycle_started(monkeypatch)
+    session = await make_session(ToolChanger())
+    conn = await bedrock.connection(0)
+    await conn.wait_ready()
+
+    session.generate_reply(user_input=QUESTION)
+    await bounded(started, what="the tool-change recycle to start")
+    # the framework closes the model's session (the agent leaves, the room closes)
+    await bounded(bedrock.sessions[0].aclose(), BOUND, what="RealtimeSession.aclose")
+    await bounded(ended, BOUND, what="the recycle to end")
+
+    assert [c.index for c in bedrock.connections if not c.closed] == [], (
+        "a stream is open after the session closed"
+    )
+    assert bedrock.violations == []
+    assert not bedrock.sessions[0]._is_sess_active.is_set(), "the closed session is active again"
