@@ -361,3 +361,35 @@ def test_fork_api_and_upstream_bug_exclude_each_other(pytester: pytest.Pytester)
     result = pytester.runpytest("-p", "tests.proof")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*upstream_bug and fork_api exclude each other*"])
+
+
+def test_an_open_case_marked_xfail_is_still_proven(pytester: pytest.Pytester) -> None:
+    """A test of a bug the fork does not fix yet carries xfail(strict=True) so the fork suite
+    stays green; the proof must still run it on stock and see it fail for the bug."""
+    pytester.makeini(_INI)
+    pytester.makepyfile(
+        test_open="""
+import pytest
+
+@pytest.mark.upstream_bug("livekit/agents#3")
+@pytest.mark.xfail(strict=True, reason="not fixed on the fork yet")
+def test_open_case():
+    assert False, "the bug shows"
+
+@pytest.mark.upstream_bug("livekit/agents#4")
+@pytest.mark.xfail(strict=True, reason="not fixed on the fork yet")
+def test_open_case_that_cannot_fail():
+    assert True
+"""
+    )
+    result = pytester.runpytest("-p", "tests.proof", "-p", "no:cacheprovider", "--prove")
+    result.stdout.fnmatch_lines_random(
+        [
+            "RED     test_open.py::test_open_case [[]livekit/agents#3[]]: AssertionError: the bug shows",
+            "NOT RED test_open.py::test_open_case_that_cannot_fail [[]livekit/agents#4[]]: passed on stock",
+        ]
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    # a plain run keeps the markers: one xfailed, one strict xpass failing
+    plain = pytester.runpytest("-p", "tests.proof", "-p", "no:cacheprovider")
+    plain.assert_outcomes(xfailed=1, failed=1)
