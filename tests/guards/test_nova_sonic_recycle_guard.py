@@ -209,3 +209,56 @@ async def test_timed_recycle_waits_for_the_assistant_to_finish(
         # regression tests pin) and leaves the dead session's next timer running: stop it, so
         # this guard checks only what it pins
         bedrock.sessions[0]._session_recycle_task.cancel()
+
+
+async def test_stream_error_restart_answers_the_question(
+    bedrock: FakeBedrock, make_session: MakeSession
+) -> None:
+    """A retryable stream error before the model answered: the new stream asks the question."""
+    from aws_sdk_bedrock_runtime.models import ModelStreamErrorException
+
+    question = "when do you open?"
+    bedrock.reply_when(
+        is_interactive_text(question),
+        lambda conn, sent: model_turn("We open at nine.") if conn.index == 1 else [],
+        once=False,
+    )
+    session = await make_session(Concierge())
+    old = await bedrock.connection(0)
+    await old.wait_ready()
+    answered = _answer(session, "We open at nine.")
+    asked = asyncio.ensure_future(session.run(user_input=question))
+    await old.wait_sent(is_interactive_text(question), what="the question")
+    old.fail(ModelStreamErrorException(message="stream error"))
+
+    new = await bedrock.connection(1, timeout=BOUND)
+    await new.wait_ready()
+    await bounded(answered, BOUND, what="the answer on the new stream")
+    await bounded(asked, BOUND, what="session.run() of the question")
+    assert [t for _, interactive, t in sent_texts(new.sent) if interactive] == [question]
+    assert bedrock.violations == []
+
+
+async def test_recycle_after_an_unanswered_spoken_turn_asks_it(
+    bedrock: FakeBedrock, make_session: MakeSession
+) -> None:
+    """Nova Sonic 2: a spoken turn the model had not answered when the tools changed is sent
+    to the new stream as interactive text, so the model answers it there."""
+    spoken = "what time do you close"
+    agent = Concierge()
+    await make_session(agent)
+    old = await bedrock.connection(0)
+    await old.wait_ready()
+
+    heard = asyncio.ensure_future(
+        wait_for_event(
+            bedrock.sessions[0], "input_audio_transcription_completed", lambda ev: spoken in ev.transcript
+        )
+    )
+    old.push(completion_start("c2"), text_block("USER", spoken, completion_id="c2"), completion_end("c2"))
+    await heard
+    await agent.update_tools([*agent.tools, cancel_booking])
+    new = await bedrock.connection(1, timeout=BOUND)
+    await new.wait_sent(is_interactive_text(spoken), timeout=BOUND, what="the spoken turn, asked again")
+    assert [t for _, interactive, t in sent_texts(new.sent) if interactive] == [spoken]
+    assert bedrock.violations == []

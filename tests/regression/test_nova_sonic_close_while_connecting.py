@@ -8,7 +8,9 @@ and its reader and audio tasks run on with no owner. An ``AgentTask`` that compl
 ``on_enter`` is closed that fast, so every such task with a Nova Sonic model of its own leaves a
 stream open, even after ``AgentSession.aclose()``. Now ``aclose()`` stops the setup and closes
 the stream, after the ``promptEnd`` and ``sessionEnd`` of a session it already started (as it
-does for a session whose stream the service ended).
+does for a session whose stream the service ended). A session already active whose stream has
+not had the service's initial response yet (``output_stream`` is still ``None``) made stock's
+``aclose()`` raise ``AttributeError``; it now closes that stream the same way.
 
 Offline: ``tests.fakes.bedrock_stream`` stands in for the Bedrock stream under the plugin's
 own session.
@@ -20,7 +22,7 @@ import sys
 from typing import Any
 
 import pytest
-from livekit.agents import Agent, AgentTask, function_tool
+from livekit.agents import Agent, AgentTask, function_tool, llm
 
 from tests.fakes import MakeSession, bounded
 from tests.fakes.bedrock_stream import (
@@ -108,4 +110,30 @@ async def test_session_whose_stream_ended_is_closed(bedrock: FakeBedrock, make_s
     assert conn.closed, "the stream of a session the service ended stays open after its close"
     kinds = [event_kind(e) for e in conn.sent]
     assert kinds[-3:] == ["contentEnd", "promptEnd", "sessionEnd"], kinds[-3:]
+    assert bedrock.violations == []
+
+
+async def test_session_closed_before_the_initial_response(bedrock: FakeBedrock) -> None:
+    bedrock.hold(0)  # the service's initial response has not arrived
+    session = _nova().session()
+    await session.update_instructions("be brief")
+    await session.update_tools([])
+    await session.update_chat_ctx(llm.ChatContext.empty())
+    conn = await bedrock.connection(0)
+    await conn.wait_sent(lambda e: event_kind(e) == "promptStart", what="the prompt start")
+    await bounded(session._is_sess_active.wait(), what="the session to be active")
+    try:
+        await bounded(session.aclose())
+    except AttributeError as e:
+        pytest.fail(f"aclose() of a session waiting for the service's initial response raised {e!r}")
+
+    assert conn.closed, "the stream stays open after the close"
+    kinds = [event_kind(e) for e in conn.sent]
+    assert kinds[-2:] == ["promptEnd", "sessionEnd"], kinds
+    # no audio input content was started: no contentEnd for it
+    started = {
+        e["event"]["contentStart"]["contentName"] for e in conn.sent if event_kind(e) == "contentStart"
+    }
+    ended = {e["event"]["contentEnd"]["contentName"] for e in conn.sent if event_kind(e) == "contentEnd"}
+    assert ended <= started, "a contentEnd for a content the stream never started"
     assert bedrock.violations == []

@@ -1,9 +1,10 @@
-"""Nova Sonic: the session's restarts and recycles, the cases a review of aws 0001-0014 found open.
+"""Nova Sonic: the session's restarts and recycles, the cases a review of aws 0001-0014 found.
 
-The recycle patches (0009-0011, 0014) make the graceful recycle (``_graceful_session_recycle()``:
-the timed one and the tool-change one) keep the conversation: a call in flight, or its queued
-result, reaches the new stream as marked interactive text, the question it answers is not asked
-again, the old stream is ended. What is still open, on the fork as on stock 1.8.9:
+The graceful recycle (``_graceful_session_recycle()``: the timed one and the tool-change one)
+keeps the conversation: a call in flight, or its queued result, reaches the new stream as marked
+interactive text, the question it answers is not asked again, the old stream is ended. The
+review found the cases below, each failing on stock 1.8.9 (and on the recycle patches before
+their fixes):
 
 * **A stream error restarts the session** (``_restart_session()`` on a retryable error such as a
   ``ModelStreamErrorException``): it opens the new stream with ``initialize_streams(is_restart=True)``
@@ -124,15 +125,6 @@ def _holds_result(e: SentEvent) -> bool:
 @pytest.mark.upstream_bug(
     "not-yet: a Nova Sonic stream error restarts the session and loses the tool call in flight"
 )
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "0010/0011 cover _graceful_session_recycle() only: _restart_session() calls "
-        "initialize_streams(is_restart=True) with _pending_tools kept and answer_last_user_message "
-        "left True, so the result of the call in flight goes out as a toolResult for an id the new "
-        "stream never issued, and the question is sent again as interactive text"
-    ),
-)
 async def test_stream_error_with_a_tool_in_flight(bedrock: FakeBedrock, make_session: MakeSession) -> None:
     from aws_sdk_bedrock_runtime.models import ModelStreamErrorException
 
@@ -192,15 +184,6 @@ async def _first_turn(bedrock: FakeBedrock, session: AgentSession[Any]) -> Bedro
 
 
 @pytest.mark.upstream_bug("not-yet: a Nova Sonic session closed during its timed recycle keeps a stream open")
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "0009: _start_session_recycle_timer() no longer cancels the task it runs in, but replaces "
-        "_session_recycle_task with the next timer: aclose() (inactive branch, 0004) cancels that "
-        "timer, not the recycle, which goes on sending the history on the stream aclose() ended, "
-        "starts its tasks and sets _is_sess_active on the closed session"
-    ),
-)
 async def test_close_during_the_timed_recycle(
     bedrock: FakeBedrock, make_session: MakeSession, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -229,14 +212,6 @@ async def test_close_during_the_timed_recycle(
 
 
 @pytest.mark.upstream_bug("not-yet: tools given to Nova Sonic during its timed recycle are never declared")
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "0009/0013: initialize_streams() built the new promptStart with the old tools; "
-        "update_tools() during the history schedules no recycle because _is_sess_active is clear "
-        "('Tool list updated locally'), and _deferred_tool_recycle() would skip for the same reason"
-    ),
-)
 async def test_tools_changed_during_the_timed_recycle(
     bedrock: FakeBedrock, make_session: MakeSession, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -311,15 +286,6 @@ def _recycle_started(monkeypatch: pytest.MonkeyPatch) -> tuple[asyncio.Future[No
 @pytest.mark.upstream_bug(
     "not-yet: a Nova Sonic session closed as a tool-change recycle starts opens a new stream"
 )
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "0004/0009: aclose() neither takes _recycle_lock nor, while _is_sess_active is still set "
-        "(the recycle stops the audio input and ends the old stream before it clears it), cancels "
-        "_deferred_tool_recycle_tasks; the recycle goes on and initialize_streams() opens a new "
-        "stream, with its tasks and timer, for the closed session"
-    ),
-)
 async def test_close_as_a_tool_change_recycle_starts(
     bedrock: FakeBedrock, make_session: MakeSession, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -348,17 +314,6 @@ SPOKEN = "what time do you close"
 
 
 @pytest.mark.upstream_bug("not-yet: Nova Sonic 1 is sent interactive text when its session recycles")
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "0009: _graceful_session_recycle() clears _is_sess_active right after _end_stream(), so "
-        "_process_responses() stops at its next loop check without draining the output: server "
-        "events already received (here the user's transcript) are dropped and never reach the new "
-        "stream's history. Once kept, 0011 would still send a trailing user message as interactive "
-        "text on every model; Nova Sonic 1 takes no text input: it should stay in the history with "
-        "a WARNING, as _send_tool_output_as_text() and generate_reply() do"
-    ),
-)
 async def test_sonic_1_recycle_after_an_unanswered_spoken_turn(
     bedrock: FakeBedrock, make_session: MakeSession
 ) -> None:
