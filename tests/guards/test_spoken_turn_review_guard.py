@@ -9,8 +9,6 @@
 
 from __future__ import annotations
 
-import livekit.agents
-import pytest
 from livekit.agents import Agent, function_tool, llm
 
 from tests import fakes
@@ -31,8 +29,6 @@ DESK = "You are the front desk."
 BILLING = "You are the billing desk."
 TO_BILLING = "Put me through to billing."
 LATER = "What is my balance?"
-
-ON_FORK = "+fork" in livekit.agents.__version__
 
 
 class Journal(fakes.Journal):
@@ -55,16 +51,6 @@ class Desk(JournalingAgent):
         return billing
 
 
-@pytest.mark.xfail(
-    ON_FORK,
-    strict=True,
-    reason=(
-        "0016: _on_generation_created() sets the session-wide _rt_turn_awaiting_transcript for the "
-        "reply-first turn and only a transcript clears it; none comes, so the next ordinary turn's "
-        "transcript is routed through _hand_over_user_turn() to the agent's own activity, whose "
-        "_reply_to_realtime_turn() answers it a second time beside the server's own reply"
-    ),
-)
 async def test_a_turn_after_a_handoff_whose_server_turn_had_no_transcript_is_answered_once(
     make_session: MakeSession,
 ) -> None:

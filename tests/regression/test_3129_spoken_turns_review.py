@@ -155,7 +155,8 @@ async def test_a_turn_handed_over_during_an_uninterruptible_greeting_is_recorded
     greeting = Gate("billing's greeting")
 
     def reply(call: LLMCall) -> Reply:
-        if call.instructions == BILLING and call.chat_ctx.items[-1].text_content == GREET:
+        last = call.chat_ctx.items[-1]
+        if call.instructions == BILLING and last.type == "message" and last.text_content == GREET:
             return Reply(GREETING, first_token_delay=greeting.wait)
         return answer(call)
 
@@ -187,15 +188,6 @@ async def test_a_turn_handed_over_during_an_uninterruptible_greeting_is_recorded
 
 
 @BUG
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "0016 with 0009: typed input is queued as a reply on the arriving activity as it is created "
-        "(_start_handoff_replies), the earlier spoken turn only after start() (_start_handoff_turns); "
-        "its _user_turn_completed_impl() then interrupts the typed answer as a barge-in: the later "
-        "text is recorded but never answered"
-    ),
-)
 async def test_text_input_after_a_spoken_turn_during_a_handoff_are_both_answered(
     make_session: MakeSession,
 ) -> None:
@@ -228,27 +220,8 @@ async def test_text_input_after_a_spoken_turn_during_a_handoff_are_both_answered
 # -- update_agent(b), the turn, update_agent(c) --
 
 
-SPOKEN_TO_B = pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "0016: _hand_over_user_turn() pins the turn to _turn_successor() as it ends (b, the handoff "
-        "target then); _start_handoff_turns() hands it to b as b starts although update_agent(c) is "
-        "queued, and b answers it after its on_exit began"
-    ),
-)
-TYPED_TO_B = pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "0009: generate_reply() routes the input to b's arriving activity (_handoff_activity(), the "
-        "target then); update_agent(c) comes before b runs, and b answers it after its on_exit began"
-    ),
-)
-
-
 @BUG
-@pytest.mark.parametrize(
-    "input_kind", [pytest.param("spoken", marks=SPOKEN_TO_B), pytest.param("typed", marks=TYPED_TO_B)]
-)
+@pytest.mark.parametrize("input_kind", ["spoken", "typed"])
 async def test_a_turn_between_back_to_back_handoffs_is_answered_by_the_last_agent(
     make_session: MakeSession, input_kind: str
 ) -> None:
@@ -293,16 +266,6 @@ class RealtimeDesk(JournalingAgent):
 
 
 @BUG
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "0016: the handed-over _EndOfTurnInfo runs the arriving activity's _user_turn_completed_impl(), "
-        "which for a realtime model without server turn detection commit_audio()s and generate_reply()s "
-        "with user_message=None: the turn's audio went to the leaving activity and was cleared by the "
-        "handoff (or to a replaced session), and the STT transcript is dropped, so the model answers "
-        "a turn it never heard"
-    ),
-)
 @pytest.mark.parametrize("reuse", [True, False], ids=["realtime-reused", "realtime-replaced"])
 async def test_a_turn_handed_over_to_a_realtime_agent_is_heard_by_the_model_that_answers_it(
     make_session: MakeSession, reuse: bool
@@ -348,4 +311,162 @@ async def test_a_turn_handed_over_to_a_realtime_agent_is_heard_by_the_model_that
     assert heard > 0 or SPOKEN in said, (
         f"the model answering the turn never heard it: {[(e.method, e.args) for e in rt.journal]}"
     )
+    assert journal.events == ["enter desk", "exit desk", "enter billing"]
+
+
+# -- where a handed-over turn lands in the history --
+
+
+@BUG
+async def test_a_turn_handed_over_keeps_its_place_in_the_history(make_session: MakeSession) -> None:
+    journal = Journal()
+    gate = journal.exit_gates["desk"] = Gate("desk on_exit")
+    desk = Desk(journal, name="desk", instructions=DESK)
+    session, caller, _ = await spoken_session(make_session, desk, journal)
+
+    await caller.say(TO_BILLING)
+    await gate.reached()
+    try:
+        # the caller's turn ends as the desk leaves; then the application sends typed input
+        await caller.say(SPOKEN)
+        handle = session.generate_reply(user_input=TYPED)
+    finally:
+        gate.open()
+    await bounded(handle, what="the answer to the typed input")
+    assert journal.billing is not None
+    await settled_on(session, journal.billing)
+
+    def order(items: list[llm.ChatItem]) -> list[str]:
+        return [
+            "handoff" if i.type == "agent_handoff" else i.text_content or ""
+            for i in items
+            if i.type == "agent_handoff" or (i.type == "message" and i.role == "user")
+        ]
+
+    # both said before the handoff was over, the spoken turn first
+    assert order(session.history.items) == ["handoff", TO_BILLING, SPOKEN, TYPED, "handoff"]
+    assert order(journal.billing.chat_ctx.items)[-2:] == [SPOKEN, TYPED]
+    assert user_messages(session, SPOKEN) == 1
+
+
+# -- the user_turn span of a handed-over turn --
+
+
+@pytest.fixture
+def spans() -> Any:
+    from livekit.agents import telemetry
+    from livekit.agents.telemetry.traces import tracer
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    previous = tracer._tracer_provider
+    telemetry.set_tracer_provider(provider)
+    try:
+        yield exporter
+    finally:
+        tracer.set_provider(previous if previous is not None else trace.get_tracer_provider())
+        provider.shutdown()
+
+
+@BUG
+@pytest.mark.parametrize("heard_in", ["on_exit", "on_user_turn_completed"])
+async def test_a_turn_handed_over_ends_its_user_turn_span_after_the_arriving_agents_hook(
+    make_session: MakeSession, spans: Any, heard_in: str
+) -> None:
+    """The ``user_turn`` span covers the turn up to the ``on_user_turn_completed`` of the
+    agent that answers it, as for a turn with no handoff."""
+    journal = Journal()
+    hook = Gate("desk's on_user_turn_completed")
+    gate = journal.exit_gates["desk"] = Gate("desk on_exit")
+    a = Pondering(journal, hook, name="desk", instructions=DESK)
+    billing = JournalingAgent(journal, name="billing", instructions=BILLING)
+    session, caller, _ = await spoken_session(make_session, a, journal)
+
+    if heard_in == "on_exit":
+        hook.open()
+        session.update_agent(billing)
+        await gate.reached()
+        try:
+            await caller.say(SPOKEN)
+        finally:
+            gate.open()
+    else:
+        gate.open()
+        await caller.say(SPOKEN)
+        await hook.reached()
+        # the desk's hook is still at it when the application hands over
+        session.update_agent(billing)
+        hook.open()
+    await settled_on(session, billing)
+
+    assert journal.answers(SPOKEN) == [BILLING]
+    finished = spans.get_finished_spans()
+    hooks = [
+        s
+        for s in finished
+        if s.name == "on_user_turn_completed" and (s.attributes or {}).get("lk.agent_label") == billing.label
+    ]
+    assert len(hooks) == 1, [(s.name, dict(s.attributes or {})) for s in finished]
+    (billing_hook,) = hooks
+    assert billing_hook.parent is not None, "the arriving agent's hook runs outside the turn's user_turn span"
+    (turn_span,) = [s for s in finished if s.context.span_id == billing_hook.parent.span_id]
+    assert turn_span.name == "user_turn"
+    assert turn_span.end_time is not None and billing_hook.end_time is not None
+    assert turn_span.end_time >= billing_hook.end_time, "the user_turn span ended before the turn's hook ran"
+
+
+# -- a turn the session's STT ended, handed to a realtime agent whose server detects turns --
+
+
+class ToRealtimeDesk(JournalingAgent):
+    journal: Journal
+
+    def __init__(self, journal: Journal, model: ScriptedRealtimeModel, **kwargs: Any) -> None:
+        super().__init__(journal, **kwargs)
+        self.model = model
+
+    @function_tool
+    async def to_billing(self) -> Agent:
+        """Put the caller through to the billing desk."""
+        billing = self.journal.billing = JournalingAgent(
+            self.journal, name="billing", instructions=BILLING, llm=self.model
+        )
+        return billing
+
+
+@BUG
+async def test_a_turn_handed_over_to_a_realtime_agent_with_server_turn_detection_is_answered(
+    make_session: MakeSession,
+) -> None:
+    journal = Journal()
+    gate = journal.exit_gates["desk"] = Gate("desk on_exit")
+
+    def reply(gen: RTGeneration) -> str:
+        users = [i.text_content for i in gen.chat_ctx.items if i.type == "message" and i.role == "user"]
+        return f"{gen.instructions} answers: {users[-1] if users else None}"
+
+    model = ScriptedRealtimeModel(
+        [], fallback=reply, turn_detection=True, can_disable_turn_detection=False, user_transcription=True
+    )
+    desk = ToRealtimeDesk(journal, model, name="desk", instructions=DESK)
+    session, caller, _ = await spoken_session(make_session, desk, journal)
+
+    await caller.say(TO_BILLING)
+    await gate.reached()
+    try:
+        # the pipeline desk's STT ends the caller's turn while it leaves
+        await caller.say(SPOKEN)
+    finally:
+        gate.open()
+    billing = journal.billing
+    assert billing is not None
+    await settled_on(session, billing)
+
+    assert user_messages(session, SPOKEN) == 1
+    assert spoken(session).count(f"{BILLING} answers: {SPOKEN}") == 1, spoken(session)
     assert journal.events == ["enter desk", "exit desk", "enter billing"]
