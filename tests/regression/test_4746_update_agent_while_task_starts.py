@@ -11,7 +11,8 @@ never returns, the tool never gets the task's result, and tearing the event loop
 recurses through the cancellation of that self-wait until ``RecursionError`` (the stress
 harness's seeds 763, 831, 867 on stock, 1315 on the fork). The fork's tool executor never
 waits for (nor cancels) the tool that closes it, and the left agent exits as an agent
-handed off from does.
+handed off from does. The task's result, recorded in the history, goes to the agent now in
+charge, as an async tool's result that comes back during a handoff does.
 """
 
 from __future__ import annotations
@@ -111,10 +112,15 @@ async def test_run_returns_and_the_left_agent_exits(make_session: MakeSession) -
     await bounded(session.run(user_input="look me up"), RUN_BOUND, what="session.run()")
 
     assert session.current_agent is other
-    # the desk's tool got the task's result, and the desk left without answering it
+    # the desk's tool got the task's result, and the desk left without answering it: the
+    # other desk, now in charge, has the result in its model's context and answers it
     assert journal.results == ["record 1"]
     assert journal.events == ["enter desk", "enter lookup", "exit lookup", "exit desk", "enter other"]
-    assert [g.instructions for g in model.generations] == [DESK]
+    assert [g.instructions for g in model.generations] == [DESK, OTHER]
+    assert any(
+        item.type == "function_call_output" and item.output == "record 1"
+        for item in model.generations[1].chat_ctx.items
+    )
 
     await bounded(session.run(user_input="hello"), RUN_BOUND, what="session.run() after the handoff")
     assert model.generations[-1].instructions == OTHER

@@ -345,7 +345,9 @@ def check_tool_outputs(
 ) -> list[Violation]:
     """Every function_call_output reached the model: a toolResult on the connection that issued
     its call, or the plugin's tool-result text naming its call id on any connection. An output
-    made once ``aclose()`` started (``closed_at``, ``time.time()``) has no model left to reach."""
+    made once ``aclose()`` started (``closed_at``, ``time.time()``) has no model left to reach.
+    One recorded after its agent handed off, or was left behind by an outside ``update_agent()``
+    while its tool awaited a task, is counted: it is owed to the model of the agent in charge."""
     as_results = {t for c in connections for t in c.answered_tool_ids if t in c.issued_tool_ids}
     texts = [t for c in connections for t in _tool_texts(c)]
     out: list[Violation] = []

@@ -33,9 +33,7 @@ def test_stress_200_fixed_seeds_violate_no_invariant(error_logs: ErrorLogCapture
 NOVA_CI_SEEDS = range(0, 50)
 NOVA_KNOWN: dict[int, str] = {
     # open defects the Nova mode finds on the fork (docs/stress.md, "Nova mode"); a seed leaves
-    # this list when its defect is fixed. W: an AgentTask awaited in a tool leaves the call
-    # without output, run() pending and the session unable to close
-    18: "W",
+    # this list when its defect is fixed. None of seeds 0:50 since W (18) was fixed
 }
 
 
