@@ -210,6 +210,22 @@ def _said(item: llm.ChatItem) -> bool:
     )
 
 
+FOLLOWS_UP = " follows up "
+"""A tool reply (``agent_0 follows up turn 2``): it answers no turn of its own, it concludes the
+answer the calls before it gave (the turn's request is the calls')."""
+
+
+def _tool_reply_to(said: list[llm.ChatItem]) -> list[int]:
+    """The turns the calls whose outputs end ``said`` answered (empty if it does not end so)."""
+    turns: list[int] = []
+    for i in reversed(said):
+        if i.type != "function_call_output":
+            break
+        if "/" in i.call_id:
+            turns.append(int(i.call_id.rsplit("/", 1)[1]))
+    return sorted(set(turns))
+
+
 class SpokenAgent(Agent):
     def __init__(self, world: AudioWorld, agent_id: str, chat_ctx: llm.ChatContext | None = None) -> None:
         super().__init__(
@@ -306,13 +322,20 @@ class AudioWorld:
         done: set[int] = set()
         for i in said:
             if i.type == "message" and i.role == "assistant":
-                done.update(inv.turn_ids((i.text_content or "").partition(" answers ")[2]))
+                text = i.text_content or ""
+                done.update(inv.turn_ids(text.partition(" answers ")[2] or text.partition(FOLLOWS_UP)[2]))
             elif i.type == "function_call" and "/" in i.call_id:
                 done.add(int(i.call_id.rsplit("/", 1)[1]))
         users = [inv.turn_ids(i.text_content) for i in said if i.type == "message" and i.role == "user"]
         # a turn older than one answered is behind the conversation: superseded, not pending
         pending = [u for u in users if u and min(u) > max(done, default=-1)]
         if instructed or not pending:
+            if not instructed and (followed := _tool_reply_to(said)):
+                # the reply to the tool outputs of calls that answered a turn concludes that
+                # answer, and says so, as a model's would: an agent the context is merged into
+                # without the calls (AgentTask's preserve_function_call_history=False) reads
+                # the turn as answered, not as a question still open
+                return Reply(text=f"{asker}{FOLLOWS_UP}" + " ".join(f"turn {t}" for t in followed))
             return Reply(text=f"{asker} says ok")
         turns = max(pending, key=max)
         self.journal.requests.append(TurnRequest(self.probe._next(), rid, asker, turns, speech))

@@ -501,3 +501,36 @@ def test_answering_a_turn_its_on_user_turn_completed_did_not_see_is_counted() ->
     assert _who(journal, _history(("user", "turn 0"), ("reply", rid))) == [
         "turn 0: answered by agent_1, whose on_user_turn_completed did not see it"
     ]
+
+
+# -- the audio mode's scripted model: what it reads as answered --
+
+
+def _model_reply(items: list[llm.ChatItem]) -> str:
+    from tests.stress.audio import AudioWorld, generate
+
+    _, journal = _spoken()
+    world = AudioWorld(generate(0), journal.probe, journal)
+    ctx = llm.ChatContext(items=items)
+    return world._answer(ctx, "agent_0", "r", instructed=False, tools=False).full_text
+
+
+def test_the_scripted_model_concludes_a_turn_its_calls_answered_and_says_which() -> None:
+    # a task answered turn 1 with a tool call; its reply to the tool's output follows that up
+    ctx = llm.ChatContext()
+    ctx.add_message(role="user", content="turn 1")
+    ctx.insert(llm.FunctionCall(call_id="r0/1", name="handoff", arguments="{}"))
+    ctx.insert(llm.FunctionCallOutput(call_id="r0/1", name="handoff", output="refused", is_error=True))
+    assert _model_reply(list(ctx.items)) == "agent_0 follows up turn 1"
+
+
+def test_the_scripted_model_reads_a_follow_up_as_the_turns_answer_without_the_calls() -> None:
+    # the agent a task returns to gets the task's context merged without the calls
+    # (preserve_function_call_history=False): the follow-up still tells it the turn was answered
+    ctx = llm.ChatContext()
+    ctx.add_message(role="user", content="turn 1")
+    ctx.add_message(role="assistant", content="task_0 follows up turn 1")
+    assert _model_reply(list(ctx.items)) == "agent_0 says ok"
+    # while a turn nothing answered is answered, a follow-up or not
+    ctx.add_message(role="user", content="turn 2")
+    assert _model_reply(list(ctx.items)) == "agent_0 answers turn 2"
