@@ -102,9 +102,14 @@ class FakeAudioInput(io.AudioInput):
 class ScriptedVAD(vad.VAD):
     """A VAD whose start and end of speech the test triggers; see the module docs."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, keep_closed_streams: bool = True) -> None:
+        """``keep_closed_streams=False`` forgets a stream once it is closed, as a real VAD does
+        (``inference.VAD`` keeps its streams in a ``WeakSet``): a test of what the session keeps
+        alive must not count what the fake keeps (``frames`` still counts the closed streams')."""
         super().__init__(capabilities=vad.VADCapabilities(update_interval=FRAME_SECONDS))
         self.streams: list[ScriptedVADStream] = []
+        self.keep_closed_streams = keep_closed_streams
+        self._closed_frames = 0
 
     @property
     def model(self) -> str:
@@ -130,7 +135,12 @@ class ScriptedVAD(vad.VAD):
     @property
     def frames(self) -> int:
         """Audio frames every stream of this VAD received."""
-        return sum(s.frames for s in self.streams)
+        return self._closed_frames + sum(s.frames for s in self.streams)
+
+    def _stream_closed(self, stream: ScriptedVADStream) -> None:
+        if not self.keep_closed_streams and stream in self.streams:
+            self.streams.remove(stream)
+            self._closed_frames += stream.frames
 
     def start_of_speech(self) -> None:
         self.current.start_of_speech()
@@ -154,6 +164,12 @@ class ScriptedVADStream(vad.VADStream):
     @property
     def closed(self) -> bool:
         return self._event_ch.closed or self._input_ch.closed
+
+    async def aclose(self) -> None:
+        try:
+            await super().aclose()
+        finally:
+            self._vad._stream_closed(self)
 
     async def _main_task(self) -> None:
         async for item in self._input_ch:
