@@ -28,7 +28,6 @@ from tests.fakes import (
     tool_call,
 )
 from tests.fakes.history import user_messages
-from tests.parity._support import fork_regression
 
 DESK = "You are the front desk."
 BILLING = "You are the billing desk."
@@ -100,11 +99,6 @@ async def _handoff_held_in_on_exit(
 # -- the session closes on typed input queued for the agent taking over --
 
 
-@fork_regression(
-    "0009/0018: typed input queued on the session during a handoff (_handoff_input) is dropped "
-    "by _drop_handoff_input() when the session closes: the handle is interrupted but the user "
-    "message never reaches the history (a spoken turn in the same place is recorded)"
-)
 async def test_typed_input_queued_in_a_handoff_the_session_closes_on_is_recorded() -> None:
     journal = Journal()
     desk = Desk(journal, name="desk", instructions=DESK)
@@ -128,10 +122,6 @@ async def test_typed_input_queued_in_a_handoff_the_session_closes_on_is_recorded
 # -- session.interrupt() while typed input is queued --
 
 
-@fork_regression(
-    "0009: session.interrupt() interrupts only AgentSession._activity; a reply queued on the "
-    "session in _handoff_input is not interrupted and the agent taking over answers it"
-)
 async def test_session_interrupt_interrupts_a_reply_queued_during_a_handoff(
     make_session: MakeSession,
 ) -> None:
@@ -155,11 +145,6 @@ async def test_session_interrupt_interrupts_a_reply_queued_during_a_handoff(
 # -- session.wait_for_idle() while typed input is queued --
 
 
-@fork_regression(
-    "0009: AgentSession.wait_for_idle() re-targets to the arriving activity, which is idle before "
-    "it runs (nothing queued on it): it returns while the reply to the input is still queued on "
-    "the session in _handoff_input, unanswered"
-)
 async def test_wait_for_idle_waits_for_the_reply_to_input_given_during_a_handoff(
     make_session: MakeSession,
 ) -> None:

@@ -302,12 +302,6 @@ async def test_input_between_three_quick_handoffs_is_answered_by_the_last_agent(
 
 
 @BUG
-@pytest.mark.xfail(
-    strict=True,
-    reason="0016: AgentSession.wait_for_idle() returns while the handed-over turn waits in the "
-    "session's _handoff_input: the arriving activity, not yet running, has nothing queued and "
-    "counts as idle, so idle comes before the turn is answered",
-)
 async def test_wait_for_idle_waits_for_the_answer_to_a_turn_handed_over(make_session: MakeSession) -> None:
     journal = Journal()
     gate = journal.exit_gates["desk"] = Gate("desk on_exit")
@@ -349,13 +343,6 @@ def slow_desk(journal: Journal) -> Desk:
 
 
 @BUG
-@pytest.mark.xfail(
-    strict=True,
-    reason="0016/0018: AgentSession._update_activity() finishes the arriving agent's start() after "
-    "aclose() began and _start_handoff_input() hands it the queued turn although the session is "
-    "closing; _teardown_activity() then drains it and billing asks its LLM and speaks the answer "
-    "after its on_exit() began",
-)
 async def test_a_turn_handed_over_to_an_agent_the_session_closes_before_is_recorded_once(
     make_session: MakeSession,
 ) -> None:
@@ -602,13 +589,6 @@ async def test_a_handed_over_turn_whose_answer_fails_leaves_the_arriving_agent_a
 
 
 @pytest.mark.upstream_bug("livekit/agents#6313")
-@pytest.mark.xfail(
-    strict=True,
-    reason="0009/0018: the arriving agent's start() began before aclose() and completes; "
-    "_start_handoff_input() then starts the reply to the queued typed input although the session "
-    "is closing, and _teardown_activity() drains it: billing asks its LLM and speaks after its "
-    "on_exit() began",
-)
 async def test_typed_input_while_the_arriving_agent_starts_and_the_session_closes_is_not_answered(
     make_session: MakeSession,
 ) -> None:
