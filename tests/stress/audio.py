@@ -36,7 +36,6 @@ from livekit.agents import Agent, AgentSession, AgentTask, RunContext, function_
 
 from tests.fakes import (
     Caller,
-    ErrorLogCapture,
     FakeAudioOutput,
     FakeTTS,
     LLMCall,
@@ -47,10 +46,10 @@ from tests.fakes import (
     offline_session_kwargs,
     tool_call,
 )
-from tests.fakes.hygiene import DestroyedTaskRecorder, settle_tasks
 
 from . import invariants as inv
 from .driver import _ProbedLLM, _ProbedRealtimeModel, _settle, _within, current_speech, ticks
+from .hygiene import ScenarioHygiene
 from .invariants import Probe, SpokenJournal, TurnRequest, Violation
 
 Kind = Literal["pipeline", "realtime"]
@@ -469,27 +468,15 @@ async def _after(n: int, action: Any) -> Any:
 
 
 async def run_scenario(sc: AudioScenario) -> list[Violation]:
-    loop = asyncio.get_running_loop()
     probe = Probe()
     journal = SpokenJournal(probe, hooks=sc.kind == "pipeline")
-    capture = ErrorLogCapture()
     used = {"task"} if any(t.answer == "task" for t in sc.turns) else set()
     if used and sc.kind == "realtime":
         used.add("realtime")
-    capture.allow(*(pattern for cause, pattern in ALLOWED_ERRORS.items() if set(cause.split("+")) <= used))
-    capture.install()
-    destroyed = DestroyedTaskRecorder(loop)
-    destroyed.install()
-    unhandled: list[str] = []
-
-    def on_loop_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-        exc = context.get("exception")
-        if exc is not None:
-            unhandled.append(f"{context.get('message')}: {exc!r}")
-        destroyed._handle(loop, context)
-
-    loop.set_exception_handler(on_loop_error)
-    baseline = set(asyncio.all_tasks())
+    hygiene = ScenarioHygiene(
+        pattern for cause, pattern in ALLOWED_ERRORS.items() if set(cause.split("+")) <= used
+    )
+    hygiene.install()
     out: list[Violation] = []
     pending: list[asyncio.Future[Any]] = []
     try:
@@ -586,14 +573,6 @@ async def run_scenario(sc: AudioScenario) -> list[Violation]:
         out += inv.check_spoken_turns(journal, items)
         out += inv.check_answering_agent(journal, items)
     finally:
-        leaks = await settle_tasks(baseline, grace=inv.TASK_GRACE)
-        destroyed.uninstall()
-        capture.uninstall()
-    leaks += destroyed.failures()
-    out += [Violation("no_leaked_tasks", msg) for msg in leaks]
-    out += [Violation("no_unexpected_error_logs", msg[:300]) for msg in unhandled]
-    out += [
-        Violation("no_unexpected_error_logs", f"[{r.name}] {r.getMessage()}"[:300])
-        for r in capture.unexpected()
-    ]
+        await hygiene.close()
+    out += hygiene.violations()
     return out

@@ -12,7 +12,6 @@ from livekit.agents.llm.async_toolset import AsyncToolset
 from livekit.agents.voice import agent_activity
 
 from tests.fakes import (
-    ErrorLogCapture,
     FakeAudioOutput,
     FakeTTS,
     LLMCall,
@@ -25,9 +24,9 @@ from tests.fakes import (
     offline_session_kwargs,
     tool_call,
 )
-from tests.fakes.hygiene import DestroyedTaskRecorder, settle_tasks
 
 from . import invariants as inv
+from .hygiene import ScenarioHygiene
 from .invariants import Probe, Violation
 from .scenario import Scenario, ToolStep
 
@@ -302,23 +301,9 @@ def allowed_errors(sc: Scenario) -> list[str]:
 
 
 async def run_scenario(sc: Scenario) -> list[Violation]:
-    loop = asyncio.get_running_loop()
     probe = Probe()
-    capture = ErrorLogCapture()
-    capture.allow(*allowed_errors(sc))
-    capture.install()
-    destroyed = DestroyedTaskRecorder(loop)
-    destroyed.install()
-    unhandled: list[str] = []
-
-    def on_loop_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-        exc = context.get("exception")
-        if exc is not None:  # e.g. "Task exception was never retrieved"
-            unhandled.append(f"{context.get('message')}: {exc!r}")
-        destroyed._handle(loop, context)
-
-    loop.set_exception_handler(on_loop_error)
-    baseline = set(asyncio.all_tasks())
+    hygiene = ScenarioHygiene(allowed_errors(sc))
+    hygiene.install()
     out: list[Violation] = []
     try:
         world = World(sc, probe)
@@ -364,14 +349,6 @@ async def run_scenario(sc: Scenario) -> list[Violation]:
         out += inv.check_late_generations(probe)
         out += inv.check_history(session)
     finally:
-        leaks = await settle_tasks(baseline, grace=inv.TASK_GRACE)
-        destroyed.uninstall()  # also drops on_loop_error
-        capture.uninstall()
-    leaks += destroyed.failures()
-    out += [Violation("no_leaked_tasks", msg) for msg in leaks]
-    out += [Violation("no_unexpected_error_logs", msg[:300]) for msg in unhandled]
-    out += [
-        Violation("no_unexpected_error_logs", f"[{r.name}] {r.getMessage()}"[:300])
-        for r in capture.unexpected()
-    ]
+        await hygiene.close()
+    out += hygiene.violations()
     return out

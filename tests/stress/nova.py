@@ -33,7 +33,7 @@ import pytest
 from livekit.agents import AgentSession, RunContext, function_tool, llm
 from livekit.agents.llm.async_toolset import AsyncToolset
 
-from tests.fakes import ErrorLogCapture, current_agent, offline_session_kwargs
+from tests.fakes import current_agent, offline_session_kwargs
 from tests.fakes.bedrock_stream import (
     BedrockConnection,
     FakeBedrock,
@@ -45,7 +45,6 @@ from tests.fakes.bedrock_stream import (
     tool_use,
     usage,
 )
-from tests.fakes.hygiene import DestroyedTaskRecorder, settle_tasks
 
 from . import invariants as inv
 from .driver import (
@@ -60,6 +59,7 @@ from .driver import (
     ticks,
     user_text,
 )
+from .hygiene import ScenarioHygiene
 from .invariants import Probe, Violation
 from .scenario import MAX_TOOLS, SCOPES, TICKS, Scope, ToolStep, _tool_step
 
@@ -420,23 +420,9 @@ def nova_allowed_errors(sc: NovaScenario) -> list[str]:
 
 
 async def run_scenario(sc: NovaScenario) -> list[Violation]:
-    loop = asyncio.get_running_loop()
     probe = Probe()
-    capture = ErrorLogCapture()
-    capture.allow(*nova_allowed_errors(sc))
-    capture.install()
-    destroyed = DestroyedTaskRecorder(loop)
-    destroyed.install()
-    unhandled: list[str] = []
-
-    def on_loop_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-        exc = context.get("exception")
-        if exc is not None:
-            unhandled.append(f"{context.get('message')}: {exc!r}")
-        destroyed._handle(loop, context)
-
-    loop.set_exception_handler(on_loop_error)
-    baseline = set(asyncio.all_tasks())
+    hygiene = ScenarioHygiene(nova_allowed_errors(sc))
+    hygiene.install()
     out: list[Violation] = []
     monkeypatch = pytest.MonkeyPatch()
     try:
@@ -487,15 +473,7 @@ async def run_scenario(sc: NovaScenario) -> list[Violation]:
         out += world.check_tool_outputs(session, world.closed_at)
         out += world.check_protocol()
     finally:
-        leaks = await settle_tasks(baseline, grace=inv.TASK_GRACE)
-        destroyed.uninstall()
-        capture.uninstall()
+        await hygiene.close()
         monkeypatch.undo()
-    leaks += destroyed.failures()
-    out += [Violation("no_leaked_tasks", msg) for msg in leaks]
-    out += [Violation("no_unexpected_error_logs", msg[:300]) for msg in unhandled]
-    out += [
-        Violation("no_unexpected_error_logs", f"[{r.name}] {r.getMessage()}"[:300])
-        for r in capture.unexpected()
-    ]
+    out += hygiene.violations()
     return out
