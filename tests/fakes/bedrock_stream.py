@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -109,6 +110,8 @@ class _InputStream:
     async def close(self) -> None:
         if not self._conn.input_closed:
             self._conn.input_closed = True
+            if self._conn.ended_at is None:
+                self._conn.ended_at = time.time()
             # the service ends its output once the client's input is done
             self._conn._end_output()
             self._conn._notify()
@@ -182,6 +185,11 @@ class BedrockConnection(RecordedSends[SentEvent]):
     """If set, ``await_output()`` (the service's initial response) blocks on it."""
     input_closed: bool = False
     session_ended: bool = False
+    opened_at: float = field(default_factory=time.time)
+    """``time.time()`` when the plugin opened the stream."""
+    ended_at: float | None = None
+    """``time.time()`` when the stream stopped carrying anything: its input closed or the
+    session ended, whichever came first."""
     output_awaited: bool = False
     _changed: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
     _output: _OutputStream = field(init=False, repr=False)
@@ -215,6 +223,8 @@ class BedrockConnection(RecordedSends[SentEvent]):
             self.answered_tool_ids.append(tool_id)
         elif kind == "sessionEnd":
             self.session_ended = True
+            if self.ended_at is None:
+                self.ended_at = time.time()
         self._notify()
         self.server._react(self, event)
 

@@ -25,7 +25,7 @@ import asyncio
 import dataclasses
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -241,6 +241,8 @@ class NovaWorld(World):
         """(connection, completion id) -> toolUse ids it issued, for the reply to their results"""
         self.closed_at: float | None = None
         """``time.time()`` when the scenario started ``aclose()``"""
+        self.everyone: dict[str, Any] = {}
+        """Every agent and task of the scenario, by id, from when it is made"""
         server.reply_when(lambda e: True, self._react, once=False)
 
     def new_agent(self, chat_ctx: llm.ChatContext | None = None) -> StressAgent:
@@ -252,7 +254,8 @@ class NovaWorld(World):
             tools.append(AsyncToolset(id=f"{agent_id}_async", tools=scoped))
         if chat_ctx is not None:
             self.probe.carries_on.add(agent_id)
-        return NovaAgent(self, agent_id, tools, chat_ctx=chat_ctx)
+        agent = self.everyone[agent_id] = NovaAgent(self, agent_id, tools, chat_ctx=chat_ctx)
+        return agent
 
     async def _run_tool(self, ctx: RunContext, key: str) -> Any:
         step = self.plan[key]
@@ -261,7 +264,8 @@ class NovaWorld(World):
         self.probe.tool_started()  # the text mode's "task" step, with a task that has a tool
         try:
             await ticks(step.ticks)
-            return await NovaTask(self, f"task_{key}", step.ticks)
+            task = self.everyone[f"task_{key}"] = NovaTask(self, f"task_{key}", step.ticks)
+            return await task
         finally:
             self.probe.tool_finished()
 
@@ -283,13 +287,7 @@ class NovaWorld(World):
         return []
 
     def _speaker(self, conn: BedrockConnection) -> str:
-        """The agent (or task) whose realtime session opened ``conn``: its system prompt names it."""
-        for e in conn.sent:
-            if event_kind(e) == "textInput" and (text := e["event"]["textInput"]["content"]).startswith(
-                "You are "
-            ):
-                return text.removeprefix("You are ").rstrip(".")
-        return "model"
+        return speaker(conn)
 
     def _answer_text(self, conn: BedrockConnection, text: str) -> list[Any]:
         words = text.split()
@@ -321,7 +319,10 @@ class NovaWorld(World):
     # -- the checks of Nova's own --
 
     def check_tool_outputs(self, session: AgentSession[Any], closed_at: float | None) -> list[Violation]:
-        return check_tool_outputs(session.history.items, self.server.connections, closed_at)
+        def holders(item_id: str) -> set[str]:
+            return {name for name, a in self.everyone.items() if a.chat_ctx.get_by_id(item_id) is not None}
+
+        return check_tool_outputs(session.history.items, self.server.connections, closed_at, holders)
 
     def check_protocol(self) -> list[Violation]:
         return check_protocol(self.server)
@@ -330,6 +331,16 @@ class NovaWorld(World):
 def check_protocol(server: FakeBedrock) -> list[Violation]:
     """What the fake recorded as breaking the protocol, on every connection."""
     return [Violation("bedrock_protocol", v) for v in server.violations]
+
+
+def speaker(conn: BedrockConnection) -> str:
+    """The agent (or task) whose realtime session opened ``conn``: its system prompt names it."""
+    for e in conn.sent:
+        if event_kind(e) == "textInput" and (text := e["event"]["textInput"]["content"]).startswith(
+            "You are "
+        ):
+            return text.removeprefix("You are ").rstrip(".")
+    return "model"
 
 
 def _tool_texts(conn: BedrockConnection) -> list[str]:
@@ -341,19 +352,36 @@ def _tool_texts(conn: BedrockConnection) -> list[str]:
 
 
 def check_tool_outputs(
-    items: list[llm.ChatItem], connections: list[BedrockConnection], closed_at: float | None = None
+    items: list[llm.ChatItem],
+    connections: list[BedrockConnection],
+    closed_at: float | None = None,
+    holders: Callable[[str], set[str]] | None = None,
 ) -> list[Violation]:
     """Every function_call_output reached the model: a toolResult on the connection that issued
     its call, or the plugin's tool-result text naming its call id on any connection. An output
     made once ``aclose()`` started (``closed_at``, ``time.time()``) has no model left to reach.
     One recorded after its agent handed off, or was left behind by an outside ``update_agent()``
-    while its tool awaited a task, is counted: it is owed to the model of the agent in charge."""
+    while its tool awaited a task, is counted: it is owed to the model of the agent in charge.
+    Nor is one counted that no stream was left to carry before the close: ``holders(item id)``
+    names the agents and tasks whose context holds it, and none of them had a stream open
+    between the output and ``aclose()`` (e.g. an inline task given the result before its
+    session connected, and the session closed first)."""
     as_results = {t for c in connections for t in c.answered_tool_ids if t in c.issued_tool_ids}
     texts = [t for c in connections for t in _tool_texts(c)]
     out: list[Violation] = []
     for item in items:
         if item.type != "function_call_output" or (closed_at is not None and item.created_at >= closed_at):
             continue
+        if closed_at is not None and holders is not None and (names := holders(item.id)):
+            carriers = [
+                c
+                for c in connections
+                if speaker(c) in names
+                and c.opened_at < closed_at
+                and (c.ended_at is None or c.ended_at > item.created_at)
+            ]
+            if not carriers:
+                continue
         if item.call_id in as_results or any(TOOL_TEXT_MARK.format(call_id=item.call_id) in t for t in texts):
             continue
         call = item.call_id.split("_update_")[0].removesuffix("_final")
@@ -384,7 +412,14 @@ def _nova_model(world: NovaWorld) -> Any:
             def probed(**kwargs: Any) -> asyncio.Future[llm.GenerationCreatedEvent]:
                 who = current_agent()
                 ctx = who.chat_ctx if who is not None else sess.chat_ctx
-                probe.generation(who, "nova generate_reply", current_speech(), ctx)
+                instructions = kwargs.get("instructions")
+                probe.generation(
+                    who,
+                    "nova generate_reply",
+                    current_speech(),
+                    ctx,
+                    instructions if isinstance(instructions, str) else None,
+                )
                 return generate_reply(**kwargs)
 
             sess.generate_reply = probed

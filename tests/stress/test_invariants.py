@@ -32,15 +32,24 @@ class _Agent:
     id: str
 
 
-def _generation(probe: Probe, agent: str, answered: tuple[str, ...], *, voices: bool = False) -> None:
+def _generation(
+    probe: Probe,
+    agent: str,
+    answered: tuple[str, ...],
+    *,
+    voices: bool = False,
+    speech: str | None = None,
+    asked_for: tuple[str, ...] = (),
+) -> None:
     probe.generations.append(
         Generation(
             seq=probe._next(),
             agent=agent,
             what="realtime generate_reply",
-            speech=f"speech_{agent}",
+            speech=speech or f"speech_{agent}",
             answered=answered,
             voices_handoff=voices,
+            asked_for=asked_for,
         )
     )
 
@@ -81,6 +90,49 @@ def test_own_batch_answered_after_its_handoff_took_the_agent_out() -> None:
     _generation(probe, "agent_0", ("c0_0", "c0_1"))
     _enter(probe, "agent_1")
 
+    assert _names(probe) == ["leaving_agent_silent"]
+
+
+def test_a_call_of_the_replys_own_speech_counts() -> None:
+    probe = _agent_0_calls("c0_0", "c0_1", handing_off="c0_0", to="agent_1")
+    probe.call_speech.update({"c0_0": "speech_agent_0", "c0_1": "speech_agent_0"})
+    _exit(probe, "agent_0")
+    _generation(probe, "agent_0", ("c0_0", "c0_1"))
+    _enter(probe, "agent_1")
+
+    assert _names(probe) == ["leaving_agent_silent"]
+
+
+def test_a_sibling_speechs_handoff_under_a_reply_already_under_way_is_not_counted() -> None:
+    # Nova Sonic: one completion's two calls are two speeches; the first speech's tool reply
+    # was under way when the second speech's call handed off
+    probe = _agent_0_calls("c0_0", "c0_1", handing_off="c0_1", to="agent_1")
+    probe.call_speech.update({"c0_0": "speech_a", "c0_1": "speech_b"})
+    probe.speech_created("speech_a")  # before on_exit: in flight
+    _exit(probe, "agent_0")
+    _generation(probe, "agent_0", ("c0_0", "c0_1"), speech="speech_a")
+    _enter(probe, "agent_1")
+
+    assert _names(probe) == []
+
+
+def test_a_reply_asked_for_a_siblings_async_result_is_not_counted_but_one_for_the_handoff_is() -> None:
+    probe = _agent_0_calls("c0_0", "c0_1", handing_off="c0_1", to="agent_1")
+    probe.call_speech.update({"c0_0": "speech_a", "c0_1": "speech_b"})
+    probe.speech_created("speech_delivery")  # before on_exit: in flight
+    _exit(probe, "agent_0")
+    # the framework's reply to c0_0's final result, its context ending with the handoff's output
+    _generation(probe, "agent_0", ("c0_1",), speech="speech_delivery", asked_for=("c0_0_final",))
+    _enter(probe, "agent_1")
+    assert _names(probe) == []
+
+    # a reply asked for the handing-off call's own deferred result is its batch
+    probe = _agent_0_calls("c0_0", handing_off="c0_0_final", to="agent_1")
+    probe.call_speech["c0_0"] = "speech_a"
+    probe.speech_created("speech_delivery")
+    _exit(probe, "agent_0")
+    _generation(probe, "agent_0", ("c0_0_final",), speech="speech_delivery", asked_for=("c0_0_final",))
+    _enter(probe, "agent_1")
     assert _names(probe) == ["leaving_agent_silent"]
 
 
@@ -242,6 +294,43 @@ def test_an_output_made_after_aclose_started_is_not_counted() -> None:
 
     assert _reached(late, server.connections, closed_at) == []
     assert _reached(late, server.connections, closed_at + 2.0) == ["c0_0"]
+
+
+def test_an_output_no_stream_of_its_holders_could_carry_before_the_close_is_not_counted() -> None:
+    from tests.fakes.bedrock_stream import FakeBedrock
+
+    server = FakeBedrock()
+    parent = _connection(server, "c0_0")
+    _send(parent, "TEXT", "You are agent_0.")
+    (out,) = _outputs("c0_0")
+    closed_at = out.created_at + 60.0
+
+    def held_by(*names: str) -> Any:
+        return lambda item_id: set(names) if item_id == out.id else set()
+
+    def reached(holders: Any) -> list[str]:
+        return [
+            v.detail.split()[0]
+            for v in _nova().check_tool_outputs([out], server.connections, closed_at, holders)
+        ]
+
+    # given to a task whose session never connected before the session closed: nothing could carry it
+    assert reached(held_by("task_t0s0")) == []
+    # the agent holding it had its stream open then: it is owed
+    assert reached(held_by("agent_0")) == ["c0_0"]
+    assert reached(held_by("task_t0s0", "agent_0")) == ["c0_0"]
+    # a stream of the task that opened before the close could have carried it
+    task_conn = _connection(server)
+    _send(task_conn, "TEXT", "You are task_t0s0.")
+    assert reached(held_by("task_t0s0")) == ["c0_0"]
+    # ... not one that ended before the output was made
+    task_conn.ended_at = out.created_at - 0.001
+    assert reached(held_by("task_t0s0")) == []
+    # without the holders, or without a close, it is counted as before
+    assert reached(None) == ["c0_0"]
+    assert [
+        v.detail.split()[0] for v in _nova().check_tool_outputs([out], server.connections, None, held_by("x"))
+    ] == ["c0_0"]
 
 
 def test_a_send_on_a_closed_stream_is_a_protocol_violation() -> None:
