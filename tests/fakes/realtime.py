@@ -146,6 +146,13 @@ class RTGeneration:
     message_id: str | None = None
     """Id of the assistant message the generation streams (as a server would announce it)."""
     outcome: Literal["pending", "completed", "interrupted", "error"] = "pending"
+    under_way: tuple[int, ...] = ()
+    """Indexes of this session's generations still under way when this one was created (not
+    interrupted, their text not read to its end yet): what they say is not in ``chat_ctx``,
+    the session adds a reply to its context once it was said."""
+    interrupt_requested: bool = False
+    """``interrupt()`` reached it (the session's or the session closing), also while its streams
+    are still open (``outcome`` says how it ended once they closed)."""
     done: asyncio.Future[str] = field(default_factory=asyncio.Future, repr=False)
     """Resolves with the outcome once the generation's streams are finished (never raises)."""
 
@@ -262,6 +269,7 @@ class ScriptedRealtimeSession(llm.RealtimeSession[Any]):
         self._chat_ctx = ChatContext.empty()
         self._tools = llm.ToolContext.empty()
         self._active: set[_Generation] = set()
+        self._under_way: set[_Generation] = set()
 
     def __repr__(self) -> str:
         return f"ScriptedRealtimeSession(#{self.index}, closed={self.closed})"
@@ -511,6 +519,7 @@ class ScriptedRealtimeSession(llm.RealtimeSession[Any]):
             extra_instructions=extra_instructions,
             agent=current_agent() if source in ("generate_reply", "say") else None,
             scripted=scripted,
+            under_way=tuple(sorted(g.record.index for g in self._under_way)),
         )
         self._model.generations.append(gen)
         return gen
@@ -536,8 +545,10 @@ class _Generation:
         self._message_id = utils.shortuuid("fake_msg_")
         record.message_id = self._message_id
         self._text_sent: list[str] = []
+        self._text_kept = False
         self._calls_sent: list[llm.FunctionCall] = []
         session._active.add(self)
+        session._under_way.add(self)
 
     def event(self) -> llm.GenerationCreatedEvent:
         return llm.GenerationCreatedEvent(
@@ -548,6 +559,8 @@ class _Generation:
         )
 
     def interrupt(self) -> None:
+        self.record.interrupt_requested = True
+        self._session._under_way.discard(self)
         self._interrupted.set()
 
     async def _until_interrupted(self, aw: Any) -> bool:
@@ -590,6 +603,7 @@ class _Generation:
         try:
             reply = await self._reply()
             if reply is None or not reply.chunks or self._interrupted.is_set():
+                self._session._under_way.discard(self)
                 return
             audio = self._session._model.capabilities.audio_output
             modalities: asyncio.Future[list[Literal["text", "audio"]]] = (
@@ -606,11 +620,15 @@ class _Generation:
             self._stream_closed()
 
     async def _text(self, reply: Reply) -> AsyncIterator[str]:
-        for chunk in reply.chunks:
-            if self._interrupted.is_set():
-                return
-            self._text_sent.append(chunk)
-            yield chunk
+        try:
+            for chunk in reply.chunks:
+                if self._interrupted.is_set():
+                    return
+                self._text_sent.append(chunk)
+                yield chunk
+        finally:
+            # the framework reads the text after the message stream ended
+            self._keep_text()
 
     async def _audio(self, reply: Reply) -> AsyncIterator[rtc.AudioFrame]:
         sample_rate = 24000
@@ -647,12 +665,21 @@ class _Generation:
             return
         self._session._active.discard(self)
         # like a server, keep what was generated in the session's own context
-        if self._text_sent:
-            self._session._chat_ctx.add_message(
-                role="assistant", content="".join(self._text_sent), id=self._message_id
-            )
+        self._keep_text()
         self._session._chat_ctx.items.extend(self._calls_sent)
         self.record._finish("interrupted" if self._interrupted.is_set() else "completed")
+
+    def _keep_text(self) -> None:
+        """Add the text streamed so far to the session's context, once: when the streams
+        closed, or when the text stream ended after them (it is read after the message stream
+        ended)."""
+        if self._text_kept or not self._text_sent:
+            return
+        self._session._under_way.discard(self)
+        self._text_kept = True
+        self._session._chat_ctx.add_message(
+            role="assistant", content="".join(self._text_sent), id=self._message_id
+        )
 
 
 async def _empty_audio() -> AsyncIterator[rtc.AudioFrame]:

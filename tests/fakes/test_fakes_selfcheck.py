@@ -195,6 +195,34 @@ async def test_realtime_model_initiated_generations() -> None:
     ]
 
 
+async def test_realtime_session_keeps_what_it_said() -> None:
+    # the framework reads a reply's text after the message stream ended: like a server, the
+    # session still keeps the text in its own context, and a generation created while another
+    # is under way knows it was (its snapshot of the context cannot hold that one yet)
+    said = Gate("the second reply")
+    model = ScriptedRealtimeModel(["first", Reply("second", hold=said), "third"])
+    async with running_session(Agent(instructions="x"), llm=model) as session:
+        await bounded(session.run(user_input="hi"))
+        rt = model.sessions[0]
+        assert [(m.role, m.text_content) for m in rt._chat_ctx.messages()][-1] == ("assistant", "first")
+
+        second = rt.emit_generation()
+        await said.reached()
+        third = rt.emit_generation()
+        said.open()
+        assert await bounded(second.done) == "completed"
+        assert await bounded(third.done) == "completed"
+        await bounded(session.wait_for_idle())
+
+    assert [m.text_content for m in rt._chat_ctx.messages() if m.role == "assistant"] == [
+        "first",
+        "second",
+        "third",
+    ]
+    assert (second.under_way, third.under_way) == ((), (second.index,))
+    assert not second.interrupt_requested
+
+
 async def test_realtime_auto_tool_reply() -> None:
     model = ScriptedRealtimeModel(
         [Reply(tool_calls=[tool_call("lookup")]), "it is 42"], auto_tool_reply_generation=True

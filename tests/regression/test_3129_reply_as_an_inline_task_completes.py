@@ -26,7 +26,9 @@ from tests.fakes import (
     LLMCall,
     MakeSession,
     Reply,
+    RTGeneration,
     ScriptedLLM,
+    ScriptedRealtimeModel,
     bounded,
     tool_call,
 )
@@ -108,6 +110,51 @@ async def test_a_reply_the_task_says_as_it_completes_reaches_the_agent_it_return
     assert QUESTION in seen
     # the bug: the desk's context has the caller's question, not the form's answer to it
     assert ANSWER in seen, f"the desk replied without the form's answer to the caller: {seen}"
+
+
+@BUG
+@pytest.mark.parametrize("reuse", [True, False], ids=["session-reused", "session-replaced"])
+async def test_a_reply_the_task_says_as_it_completes_reaches_the_realtime_model_it_returns_to(
+    make_session: MakeSession, reuse: bool
+) -> None:
+    # the same with a realtime model whose server detects the caller's turns: the agent's
+    # realtime session is given the agent's context as it resumes, before the late merge
+    journal = Journal()
+    answering = Gate("the form's answer streaming")
+    desk_generations: list[RTGeneration] = []
+
+    def answer(gen: RTGeneration) -> Reply:
+        users = [m.text_content for m in gen.chat_ctx.messages() if m.role == "user"]
+        if gen.instructions == FORM and users[-1:] == [QUESTION]:
+            return Reply(ANSWER, hold=answering)
+        if gen.instructions == DESK:
+            desk_generations.append(gen)
+        return Reply(f"{gen.instructions} answers {users[-1:]}")
+
+    model = ScriptedRealtimeModel(fallback=answer, reuse=reuse, turn_detection=True, user_transcription=True)
+    session = await make_session(Desk(journal, name="desk", instructions=DESK), llm=model)
+
+    await bounded(journal.entered["form"].wait(), what="the form's on_enter")
+    task = session.current_agent
+    assert isinstance(task, FormTask)
+
+    model.live_sessions[-1].simulate_user_turn(QUESTION)
+    await answering.reached()
+    # the form completes while its answer to the caller is still to come
+    task.complete(FILLED)
+    answering.open()
+    await bounded(journal.handed_back.wait(), what="the desk resuming with the form's result")
+    assert journal.results == [FILLED]
+    await bounded(session.wait_for_idle(), what="the session settling on the desk")
+    assert ANSWER in [m.text_content for m in session.history.messages()], "the form never answered"
+
+    model.live_sessions[-1].simulate_user_turn(NEXT)
+    await bounded(session.wait_for_idle(), what="the desk's reply")
+    assert desk_generations, "the desk never answered the caller's next turn"
+    seen = [m.text_content for m in desk_generations[-1].chat_ctx.messages()]
+    assert QUESTION in seen
+    # the bug: the desk's model has the caller's question, not the form's answer to it
+    assert ANSWER in seen, f"the desk's model replied without the form's answer to the caller: {seen}"
 
 
 # -- the task's tool hands off as the task's activity drains --

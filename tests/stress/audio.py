@@ -214,6 +214,11 @@ FOLLOWS_UP = " follows up "
 answer the calls before it gave (the turn's request is the calls')."""
 
 
+def _answered_by(text: str) -> set[int]:
+    """The turns an assistant message of the scripted model answers or follows up."""
+    return set(inv.turn_ids(text.partition(" answers ")[2] or text.partition(FOLLOWS_UP)[2]))
+
+
 def _tool_reply_to(said: list[llm.ChatItem]) -> list[int]:
     """The turns the calls whose outputs end ``said`` answered (empty if it does not end so)."""
     turns: list[int] = []
@@ -308,12 +313,20 @@ class AudioWorld:
         self.journal.handoffs.append((self.probe._next(), agent_id))
 
     def _answer(
-        self, chat_ctx: llm.ChatContext, asker: str, rid: str, *, instructed: bool, tools: bool = True
+        self,
+        chat_ctx: llm.ChatContext,
+        asker: str,
+        rid: str,
+        *,
+        instructed: bool,
+        tools: bool = True,
+        saying: tuple[Reply, ...] = (),
     ) -> Reply:
         """Like a model would: answer the newest user turn of the context that nothing in it
         answered yet (a tool reply too: the turn may have ended while the tools ran), unless
         asked with instructions (a greeting). Newest, not last: a turn handed over may sit
-        before the arriving agent's own items (context order is creation time)."""
+        before the arriving agent's own items (context order is creation time). ``saying``:
+        replies of the same realtime session still under way, which its context holds too."""
         speech = getattr(current_speech(), "id", None)
         if speech is not None:
             self.journal.last_request[speech] = rid
@@ -321,10 +334,12 @@ class AudioWorld:
         done: set[int] = set()
         for i in said:
             if i.type == "message" and i.role == "assistant":
-                text = i.text_content or ""
-                done.update(inv.turn_ids(text.partition(" answers ")[2] or text.partition(FOLLOWS_UP)[2]))
+                done.update(_answered_by(i.text_content or ""))
             elif i.type == "function_call" and "/" in i.call_id:
                 done.add(int(i.call_id.rsplit("/", 1)[1]))
+        for reply in saying:
+            done.update(_answered_by(reply.full_text))
+            done.update(int(c.call_id.rsplit("/", 1)[1]) for c in reply.tool_calls if "/" in c.call_id)
         users = [inv.turn_ids(i.text_content) for i in said if i.type == "message" and i.role == "user"]
         # a turn older than one answered is behind the conversation: superseded, not pending
         pending = [u for u in users if u and min(u) > max(done, default=-1)]
@@ -363,8 +378,23 @@ class AudioWorld:
     def _answer_rt(self, gen: RTGeneration) -> Reply:
         agent = gen.agent if gen.agent is not None else current_agent()
         rid = gen.message_id or f"rt-{gen.index}"
+        # a server generates one response after the other in a session, each with the ones
+        # before it in its context, also while they still stream. The scripted session snapshots
+        # its context when a generation is created, and adds a reply to it once its streams
+        # closed: a reply asked for (a tool output's, typed input's) while the model still
+        # answered a turn sees that answer, as a model would, unless it was interrupted
+        generations = gen.session._model.generations
+        saying = tuple(
+            g.reply
+            for g in (generations[i] for i in gen.under_way)
+            if g.reply is not None and not g.interrupt_requested
+        )
         return self._answer(
-            gen.chat_ctx, getattr(agent, "id", "model"), rid, instructed=gen.extra_instructions is not None
+            gen.chat_ctx,
+            getattr(agent, "id", "model"),
+            rid,
+            instructed=gen.extra_instructions is not None,
+            saying=saying,
         )
 
     async def _handoff_tool(self, ctx: RunContext, turn: int) -> Any:

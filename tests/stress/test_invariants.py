@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from livekit.agents import llm
 
+from tests.fakes import Reply, tool_call
 from tests.stress.invariants import (
     Generation,
     Probe,
@@ -595,13 +596,13 @@ def test_answering_a_turn_its_on_user_turn_completed_did_not_see_is_counted() ->
 # -- the audio mode's scripted model: what it reads as answered --
 
 
-def _model_reply(items: list[llm.ChatItem]) -> str:
+def _model_reply(items: list[llm.ChatItem], saying: tuple[Reply, ...] = ()) -> str:
     from tests.stress.audio import AudioWorld, generate
 
     _, journal = _spoken()
     world = AudioWorld(generate(0), journal.probe, journal)
     ctx = llm.ChatContext(items=items)
-    return world._answer(ctx, "agent_0", "r", instructed=False, tools=False).full_text
+    return world._answer(ctx, "agent_0", "r", instructed=False, tools=False, saying=saying).full_text
 
 
 def test_the_scripted_model_concludes_a_turn_its_calls_answered_and_says_which() -> None:
@@ -623,3 +624,22 @@ def test_the_scripted_model_reads_a_follow_up_as_the_turns_answer_without_the_ca
     # while a turn nothing answered is answered, a follow-up or not
     ctx.add_message(role="user", content="turn 2")
     assert _model_reply(list(ctx.items)) == "agent_0 answers turn 2"
+
+
+def test_the_scripted_model_reads_a_reply_still_under_way_as_said() -> None:
+    # a server answers one response after the other, each with the ones before it in its
+    # context: the reply to turn 0's tool output asked for while the model still answers
+    # turn 1 (the session adds that answer to its context once it was said) follows the call
+    # up, it does not answer turn 1 again
+    ctx = llm.ChatContext()
+    ctx.add_message(role="user", content="turn 0")
+    ctx.insert(llm.FunctionCall(call_id="r0/0", name="handoff", arguments="{}"))
+    ctx.add_message(role="user", content="turn 1")
+    ctx.insert(llm.FunctionCallOutput(call_id="r0/0", name="handoff", output="done", is_error=False))
+    under_way = Reply("agent_0 answers turn 1")
+    assert _model_reply(list(ctx.items), saying=(under_way,)) == "agent_0 follows up turn 0"
+    # a call under way answers its turn just the same
+    called = Reply(tool_calls=[tool_call("handoff", {"turn": 1}, call_id="r1/1")])
+    assert _model_reply(list(ctx.items), saying=(called,)) == "agent_0 follows up turn 0"
+    # nothing under way: turn 1 is open
+    assert _model_reply(list(ctx.items)) == "agent_0 answers turn 1"

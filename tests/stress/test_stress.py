@@ -54,10 +54,6 @@ AUDIO_OPEN: dict[int, str] = {
     # The audio seeds of AUDIO_CI_SEEDS the fork fails today, each with the open framework defect
     # behind it (docs/stress.md, "Audio mode", the class in brackets). Like xfail(strict=True): a
     # seed that passes once its defect is fixed fails this test, so its entry must go.
-    1: "[K8] realtime, session reused: a turn ending while the arriving agent starts is answered "
-    "twice, by the server's own reply and by the handed-over turn's",
-    16: "[K5] realtime, session replaced: a turn the server ends while the leaving activity closes "
-    "is recorded and never answered",
 }
 
 
