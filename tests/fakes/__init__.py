@@ -14,8 +14,11 @@ Modules: ``script`` (Reply, tool_call, script/exhaustion rules), ``llm`` (Script
 RecordingTextOutput), ``session`` (offline AgentSession setup), ``sync`` (bounded waits, Gate),
 ``speech`` (Caller, ScriptedVAD, ScriptedSTT, FakeAudioInput: spoken turns through the session's
 audio input), ``agents`` (Journal, and agents and tasks that journal their on_enter/on_exit), ``history``
-(spoken, unanswered_calls: what a session's history shows), ``hygiene`` (the per-test checks
-wired up in ``tests/conftest.py``).
+(spoken, unanswered_calls: what a session's history shows), ``desks`` (the front desk that puts
+the caller through to billing, its script and the slow toolsets the handoff tests share: import
+it by module, ``from tests.fakes.desks import Desk, DeskJournal, answer``; so are ``orders``, the
+async order lookup that outlives a handoff, and ``nova_sonic``, Nova Sonic sessions on the
+``bedrock_stream`` fake), ``hygiene`` (the per-test checks wired up in ``tests/conftest.py``).
 """
 
 from .agents import Journal, Journaling, JournalingAgent, JournalingTask
@@ -26,6 +29,7 @@ from .llm import LLMCall, ScriptedLLM, current_agent, snapshot_chat_ctx
 from .realtime import (
     GEMINI_CAPABILITIES,
     MODEL_KINDS,
+    FirstCloseHookModel,
     RTGeneration,
     RTJournalEntry,
     ScriptedRealtimeModel,
@@ -51,6 +55,7 @@ __all__ = [
     "FakeAudioInput",
     "FakeAudioOutput",
     "FakeTTS",
+    "FirstCloseHookModel",
     "Gate",
     "Journal",
     "Journaling",

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
-from livekit.agents import AgentSession
+from livekit.agents import AgentSession, llm
 
-__all__ = ["spoken", "unanswered_calls"]
+from .sync import DEFAULT_TIMEOUT, wait_for_event
+
+__all__ = ["message_added", "spoken", "unanswered_calls"]
 
 
 def spoken(session: AgentSession[Any]) -> list[str]:
@@ -29,4 +32,21 @@ def user_messages(session: AgentSession[Any], text: str) -> int:
         1
         for i in session.history.items
         if i.type == "message" and i.role == "user" and i.text_content == text
+    )
+
+
+def message_added(
+    session: AgentSession[Any], role: str, text: str, *, timeout: float = DEFAULT_TIMEOUT
+) -> asyncio.Future[Any]:
+    """A future (bounded by ``timeout``) that resolves once the session adds a ``role`` message
+    saying ``text`` to its history; create it before what adds the message."""
+    return asyncio.ensure_future(
+        wait_for_event(
+            session,
+            "conversation_item_added",
+            lambda ev: (
+                isinstance(ev.item, llm.ChatMessage) and ev.item.role == role and ev.item.text_content == text
+            ),
+            timeout=timeout,
+        )
     )

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -60,6 +60,7 @@ from .script import (
 __all__ = [
     "GEMINI_CAPABILITIES",
     "MODEL_KINDS",
+    "FirstCloseHookModel",
     "RTGeneration",
     "RTJournalEntry",
     "ScriptedRealtimeModel",
@@ -156,6 +157,12 @@ class RTGeneration:
     done: asyncio.Future[str] = field(default_factory=asyncio.Future, repr=False)
     """Resolves with the outcome once the generation's streams are finished (never raises)."""
 
+    @property
+    def last_user_text(self) -> str | None:
+        """The text of the last user message of ``chat_ctx`` (``None`` when there is none)."""
+        users = [i for i in self.chat_ctx.items if i.type == "message" and i.role == "user"]
+        return users[-1].text_content if users else None
+
     def _finish(self, outcome: Literal["completed", "interrupted", "error"]) -> None:
         if self.outcome == "pending":
             self.outcome = outcome
@@ -226,6 +233,29 @@ class ScriptedRealtimeModel(llm.RealtimeModel):
 
 MODEL_KINDS = ("pipeline", "realtime-reused", "realtime-replaced")
 """The ``kind`` values of :func:`scripted_model`, to parametrize a test over."""
+
+
+class FirstCloseHookModel(ScriptedRealtimeModel):
+    """A :class:`ScriptedRealtimeModel` that calls ``on_first_close`` (once, then forgets it)
+    when the first of its sessions to be closed starts closing: a test acts at that moment, e.g.
+    hands off while a model that cannot be updated closes the paused agent's session."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.on_first_close: Callable[[], None] | None = None
+
+    def session(self, *, turn_detection_disabled: bool = False) -> ScriptedRealtimeSession:
+        sess = super().session(turn_detection_disabled=turn_detection_disabled)
+        aclose = sess.aclose
+
+        async def watched() -> None:
+            if (hook := self.on_first_close) is not None:
+                self.on_first_close = None
+                hook()
+            await aclose()
+
+        sess.aclose = watched  # type: ignore[method-assign]
+        return sess
 
 
 def scripted_model(

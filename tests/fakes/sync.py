@@ -9,7 +9,8 @@ None of these sleep: they only wake up on the event they wait for, or time out.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Generic, Protocol, TypeVar
 
 __all__ = [
@@ -135,6 +136,16 @@ class Gate:
     async def opened(self, timeout: float = DEFAULT_TIMEOUT) -> None:
         """Bounded wait until the gate is opened."""
         await bounded(self._opened.wait(), timeout, what=f"{self!r} to be opened")
+
+    @contextlib.asynccontextmanager
+    async def held(self, timeout: float = DEFAULT_TIMEOUT) -> AsyncIterator[None]:
+        """``async with gate.held(): ...``: the body runs once the gate is reached (bounded),
+        while what reached it is held there; the gate opens as the body ends, however it ends."""
+        await self.reached(timeout)
+        try:
+            yield
+        finally:
+            self.open()
 
 
 M = TypeVar("M")

@@ -315,6 +315,23 @@ async def test_bounded_and_gate() -> None:
     await bounded(waiter)
 
 
+async def test_gate_held_opens_as_the_body_ends_however_it_ends() -> None:
+    gate = Gate("held")
+    waiter = asyncio.ensure_future(gate.wait())
+    async with gate.held():
+        await asyncio.sleep(0)
+        assert not waiter.done()  # held while the body runs
+    await bounded(waiter)
+
+    failing = Gate("held, failing body")
+    waiter = asyncio.ensure_future(failing.wait())
+    with pytest.raises(KeyError):
+        async with failing.held():
+            raise KeyError("body")
+    assert failing.is_open
+    await bounded(waiter)
+
+
 async def test_settle_tasks_reports_and_cancels_leftovers() -> None:
     baseline = set(asyncio.all_tasks())
     stuck = asyncio.create_task(asyncio.Event().wait(), name="stuck-task")

@@ -8,13 +8,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from livekit.agents import Agent, AgentSession, function_tool
+from livekit.agents import AgentSession
 from livekit.agents.voice.agent_activity import ActivityClosedError
 
 from tests.fakes import (
     Caller,
     Gate,
-    Journal,
     JournalingAgent,
     LLMCall,
     MakeSession,
@@ -24,13 +23,11 @@ from tests.fakes import (
     spoken,
     tool_call,
 )
+from tests.fakes.desks import BILLING, DESK, TO_BILLING, Desk, DeskJournal
 from tests.fakes.history import user_messages
 
-DESK = "You are the front desk."
-BILLING = "You are the billing desk."
 GREET = "Greet the caller."
 GREETING = "Hello, this is billing, how can I help?"
-TO_BILLING = "Put me through to billing."
 SPOKEN = "It's about my last invoice."
 
 
@@ -38,13 +35,6 @@ class Billing(JournalingAgent):
     async def on_enter(self) -> None:
         await super().on_enter()
         self.session.generate_reply(instructions=GREET)
-
-
-class Desk(JournalingAgent):
-    @function_tool
-    async def to_billing(self) -> Agent:
-        """Put the caller through to the billing desk."""
-        return Billing(self.journal, name="billing", instructions=BILLING)
 
 
 async def idle_on(session: AgentSession[Any], instructions: str) -> None:
@@ -64,7 +54,8 @@ async def idle_on(session: AgentSession[Any], instructions: str) -> None:
 async def test_a_barge_in_on_the_arriving_agents_greeting_is_answered_by_it(
     make_session: MakeSession,
 ) -> None:
-    journal = Journal()
+    journal = DeskJournal()
+    journal.billing_cls = Billing
     gate = Gate("greeting")
     answered: list[tuple[str | None, str | None]] = []
 
@@ -78,17 +69,12 @@ async def test_a_barge_in_on_the_arriving_agents_greeting_is_answered_by_it(
 
     caller = Caller()
     fake = ScriptedLLM([], fallback=answer)
-    session = await make_session(
-        Desk(journal, name="desk", instructions=DESK), llm=fake, **caller.session_kwargs()
-    )
+    session = await make_session(Desk(journal, message=None), llm=fake, **caller.session_kwargs())
     caller.attach(session)
 
     await caller.say(TO_BILLING)
-    await gate.reached()
-    try:
+    async with gate.held():
         await caller.say(SPOKEN)
-    finally:
-        gate.open()
     await idle_on(session, BILLING)
 
     assert user_messages(session, SPOKEN) == 1

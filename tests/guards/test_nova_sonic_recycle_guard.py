@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sys
-from typing import Any
 
 import pytest
-from livekit.agents import Agent, AgentSession, function_tool, llm
+from livekit.agents import Agent, function_tool, llm
 
 from tests.fakes import MakeSession, bounded, wait_for_event
 from tests.fakes.bedrock_stream import (
@@ -36,11 +34,10 @@ from tests.fakes.bedrock_stream import (
     tool_result_contents,
     usage,
 )
+from tests.fakes.history import message_added
+from tests.fakes.nova_sonic import NOVA_SONIC_MARKS, nova_session, nova_sonic_2
 
-pytestmark = [
-    pytest.mark.skipif(sys.version_info < (3, 12), reason="the Nova Sonic extra needs Python 3.12+"),
-    pytest.mark.filterwarnings("ignore:datetime.datetime.utcnow:DeprecationWarning"),
-]
+pytestmark = [*NOVA_SONIC_MARKS]
 
 # stock waits for a second of audio silence before it ends the old stream
 BOUND = 8.0
@@ -54,9 +51,7 @@ async def cancel_booking(table: int) -> str:
 
 class Concierge(Agent):
     def __init__(self, chat_ctx: llm.ChatContext | None = None) -> None:
-        from livekit.plugins.aws.experimental.realtime import RealtimeModel
-
-        super().__init__(instructions="be brief", llm=RealtimeModel.with_nova_sonic_2(), chat_ctx=chat_ctx)
+        super().__init__(instructions="be brief", llm=nova_sonic_2(), chat_ctx=chat_ctx)
         self.lookups: list[str] = []
 
     @function_tool
@@ -64,20 +59,6 @@ class Concierge(Agent):
         """Look up the opening hours."""
         self.lookups.append(q)
         return "open 9 to 5"
-
-
-def _answer(session: AgentSession[Any], text: str) -> asyncio.Future[Any]:
-    return asyncio.ensure_future(
-        wait_for_event(
-            session,
-            "conversation_item_added",
-            lambda ev: (
-                isinstance(ev.item, llm.ChatMessage)
-                and ev.item.role == "assistant"
-                and ev.item.text_content == text
-            ),
-        )
-    )
 
 
 def _audio_start(e: SentEvent) -> bool:
@@ -96,10 +77,8 @@ async def test_history_then_audio_then_interactive_text(
     history.add_message(role="user", content="my name is Ana")
     history.add_message(role="assistant", content="Hi Ana.")
     bedrock.reply_when(is_interactive_text("when do you open?"), model_turn("We open at nine."))
-    session = await make_session(Concierge(chat_ctx=history))
-    conn = await bedrock.connection(0)
-    await conn.wait_ready()
-    answered = _answer(session, "We open at nine.")
+    session, conn = await nova_session(bedrock, make_session, Concierge(chat_ctx=history))
+    answered = message_added(session, "assistant", "We open at nine.")
     await bounded(session.run(user_input="when do you open?"))
     await answered
 
@@ -138,7 +117,7 @@ async def test_recycle_keeps_the_conversation(bedrock: FakeBedrock, make_session
     assert old.closed
 
     # a call the new stream issued is answered with a toolResult on it
-    answered = _answer(session, "We open at nine.")
+    answered = message_added(session, "assistant", "We open at nine.")
     await bounded(session.run(user_input="when do you open?"))
     await answered
     assert agent.lookups == ["hours"]
@@ -226,7 +205,7 @@ async def test_stream_error_restart_answers_the_question(
     session = await make_session(Concierge())
     old = await bedrock.connection(0)
     await old.wait_ready()
-    answered = _answer(session, "We open at nine.")
+    answered = message_added(session, "assistant", "We open at nine.")
     asked = asyncio.ensure_future(session.run(user_input=question))
     await old.wait_sent(is_interactive_text(question), what="the question")
     old.fail(ModelStreamErrorException(message="stream error"))

@@ -13,7 +13,6 @@ own session."""
 from __future__ import annotations
 
 import logging
-import sys
 
 import pytest
 from livekit.agents import Agent
@@ -21,11 +20,9 @@ from livekit.agents.voice import SpeechHandle
 
 from tests.fakes import MakeSession, bounded
 from tests.fakes.bedrock_stream import FakeBedrock, event_kind, is_interactive_text, model_turn, sent_texts
+from tests.fakes.nova_sonic import NOVA_SONIC_MARKS, nova_session, nova_sonic_2
 
-pytestmark = [
-    pytest.mark.skipif(sys.version_info < (3, 12), reason="the Nova Sonic extra needs Python 3.12+"),
-    pytest.mark.filterwarnings("ignore:datetime.datetime.utcnow:DeprecationWarning"),
-]
+pytestmark = [*NOVA_SONIC_MARKS]
 
 INSTRUCTIONS = "Greet the caller."
 GREETING = "Hello, how can I help?"
@@ -35,9 +32,7 @@ ANSWER = "We open at nine."
 
 class Greeter(Agent):
     def __init__(self, instructions: str | None = INSTRUCTIONS) -> None:
-        from livekit.plugins.aws.experimental.realtime import RealtimeModel
-
-        super().__init__(instructions="be brief", llm=RealtimeModel.with_nova_sonic_2())
+        super().__init__(instructions="be brief", llm=nova_sonic_2())
         self._greet = instructions
         self.greeting: SpeechHandle | None = None
 
@@ -51,9 +46,7 @@ async def test_reply_with_instructions_sends_them_as_interactive_text(
 ) -> None:
     bedrock.reply_when(is_interactive_text(INSTRUCTIONS), model_turn(GREETING))
     agent = Greeter()
-    await make_session(agent)
-    conn = await bedrock.connection(0)
-    await conn.wait_ready()
+    _, conn = await nova_session(bedrock, make_session, agent)
     assert agent.greeting is not None
 
     await bounded(agent.greeting.wait_for_playout(), what="the greeting's speech")
@@ -67,8 +60,7 @@ async def test_unsupported_tool_choice_warns(
     bedrock: FakeBedrock, make_session: MakeSession, caplog: pytest.LogCaptureFixture
 ) -> None:
     agent = Greeter(instructions=None)
-    await make_session(agent)
-    await (await bedrock.connection(0)).wait_ready()
+    await nova_session(bedrock, make_session, agent)
     rt_session = agent.realtime_llm_session
 
     with caplog.at_level(logging.WARNING, logger="livekit.plugins.aws"):
@@ -81,9 +73,7 @@ async def test_unsupported_tool_choice_warns(
 async def test_text_added_by_update_chat_ctx_is_sent(bedrock: FakeBedrock, make_session: MakeSession) -> None:
     bedrock.reply_when(is_interactive_text(QUESTION), model_turn(ANSWER))
     agent = Greeter(instructions=None)
-    await make_session(agent)
-    conn = await bedrock.connection(0)
-    await conn.wait_ready()
+    _, conn = await nova_session(bedrock, make_session, agent)
 
     ctx = agent.chat_ctx.copy()
     ctx.add_message(role="user", content=QUESTION)
@@ -97,9 +87,7 @@ async def test_text_added_by_update_chat_ctx_is_sent(bedrock: FakeBedrock, make_
 async def test_close_ends_the_prompt_and_the_session(bedrock: FakeBedrock, make_session: MakeSession) -> None:
     """An idle session's close ends its prompt and session on the stream, and closes it."""
     bedrock.reply_when(is_interactive_text(QUESTION), model_turn(ANSWER))
-    session = await make_session(Greeter(instructions=None))
-    conn = await bedrock.connection(0)
-    await conn.wait_ready()
+    session, conn = await nova_session(bedrock, make_session, Greeter(instructions=None))
     await bounded(session.run(user_input=QUESTION))
     await bounded(session.wait_for_idle())
 

@@ -14,7 +14,6 @@ Offline: ``tests.fakes.bedrock_stream`` stands in for the Bedrock stream.
 from __future__ import annotations
 
 import asyncio
-import sys
 from typing import Any
 
 import pytest
@@ -22,11 +21,9 @@ from livekit.agents import Agent, AgentTask, function_tool, llm
 
 from tests.fakes import ErrorLogCapture, MakeSession, bounded, wait_for_event
 from tests.fakes.bedrock_stream import FakeBedrock, model_turn, offline_bedrock, sent_texts
+from tests.fakes.nova_sonic import NOVA_SONIC_MARKS
 
-pytestmark = [
-    pytest.mark.skipif(sys.version_info < (3, 12), reason="the Nova Sonic extra needs Python 3.12+"),
-    pytest.mark.filterwarnings("ignore:datetime.datetime.utcnow:DeprecationWarning"),
-]
+pytestmark = [*NOVA_SONIC_MARKS]
 
 RESUME_ERROR = r"does not support resuming function calls"
 # the framework's own wait for an automatic tool reply (5 s) must fit in the bound

@@ -8,15 +8,11 @@ the plugin's own session, so the assertions are on the events that would go on t
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sys
-from typing import Any
 
-import pytest
-from livekit.agents import Agent, AgentSession, function_tool, llm
+from livekit.agents import Agent, function_tool
 
-from tests.fakes import MakeSession, bounded, wait_for_event
+from tests.fakes import MakeSession, bounded
 from tests.fakes.bedrock_stream import (
     FakeBedrock,
     is_interactive_text,
@@ -25,18 +21,15 @@ from tests.fakes.bedrock_stream import (
     sent_texts,
     tool_result_contents,
 )
+from tests.fakes.history import message_added
+from tests.fakes.nova_sonic import NOVA_SONIC_MARKS, nova_session, nova_sonic_2
 
-pytestmark = [
-    pytest.mark.skipif(sys.version_info < (3, 12), reason="the Nova Sonic extra needs Python 3.12+"),
-    pytest.mark.filterwarnings("ignore:datetime.datetime.utcnow:DeprecationWarning"),
-]
+pytestmark = [*NOVA_SONIC_MARKS]
 
 
 class Concierge(Agent):
     def __init__(self) -> None:
-        from livekit.plugins.aws.experimental.realtime import RealtimeModel
-
-        super().__init__(instructions="be brief", llm=RealtimeModel.with_nova_sonic_2())
+        super().__init__(instructions="be brief", llm=nova_sonic_2())
         self.lookups: list[str] = []
 
     @function_tool
@@ -46,28 +39,11 @@ class Concierge(Agent):
         return "open 9 to 5"
 
 
-def _answer(session: AgentSession[Any], text: str) -> asyncio.Future[Any]:
-    """Resolves once the assistant message ``text`` is added to the history."""
-    return asyncio.ensure_future(
-        wait_for_event(
-            session,
-            "conversation_item_added",
-            lambda ev: (
-                isinstance(ev.item, llm.ChatMessage)
-                and ev.item.role == "assistant"
-                and ev.item.text_content == text
-            ),
-        )
-    )
-
-
 async def test_typed_turn_is_answered(bedrock: FakeBedrock, make_session: MakeSession) -> None:
     bedrock.reply_when(is_interactive_text("when do you open?"), model_turn("We open at nine."))
-    session = await make_session(Concierge())
-    conn = await bedrock.connection(0)
-    await conn.wait_ready()
+    session, conn = await nova_session(bedrock, make_session, Concierge())
 
-    answered = _answer(session, "We open at nine.")
+    answered = message_added(session, "assistant", "We open at nine.")
     await bounded(session.run(user_input="when do you open?"))
     await answered
 
@@ -85,11 +61,9 @@ async def test_tool_call_is_answered_with_a_tool_result(
     )
     bedrock.reply_when(is_tool_result("tool-1"), model_turn("We open at nine."))
     agent = Concierge()
-    session = await make_session(agent)
-    conn = await bedrock.connection(0)
-    await conn.wait_ready()
+    session, conn = await nova_session(bedrock, make_session, agent)
 
-    answered = _answer(session, "We open at nine.")
+    answered = message_added(session, "assistant", "We open at nine.")
     await bounded(session.run(user_input="when do you open?"))
     await answered
 

@@ -29,9 +29,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from livekit.agents import Agent, AgentSession, function_tool
+from livekit.agents import AgentSession
 
-from tests import fakes
 from tests.fakes import (
     Caller,
     FakeAudioOutput,
@@ -46,14 +45,10 @@ from tests.fakes import (
     tool_call,
     wait_for_event,
 )
+from tests.fakes.desks import BILLING, DESK, SPOKEN, TO_BILLING, Desk, DeskJournal, speaking
 from tests.fakes.history import user_messages
 from tests.fakes.session import settled_on
 
-DESK = "You are the front desk."
-BILLING = "You are the billing desk."
-TRANSFERRING = "Transferring you"
-TO_BILLING = "Put me through to billing."
-SPOKEN = "Actually, it's about a refund."
 INTERIM = "Actually"
 GREET = "Greet the caller."
 # long enough to be still playing whatever the test does meanwhile: 20 s at 2 ms a character
@@ -65,10 +60,10 @@ FALSE_INTERRUPTION_TIMEOUT = 0.05  # seconds the caller stays silent before the 
 NOISE = 0.6  # seconds of speech the VAD hears: past interruption["min_duration"] (0.5)
 
 
-class Journal(fakes.Journal):
+class Journal(DeskJournal):
     def __init__(self) -> None:
         super().__init__()
-        self.billing: Agent | None = None
+        self.billing_cls = Billing
         self.greets = False
         self.asked: list[tuple[str | None, str | None, tuple[str, ...]]] = []
 
@@ -80,16 +75,6 @@ class Billing(JournalingAgent):
         await super().on_enter()
         if self.journal.greets:
             self.session.generate_reply(instructions=GREET)
-
-
-class Desk(JournalingAgent):
-    journal: Journal
-
-    @function_tool
-    async def to_billing(self) -> tuple[Agent, str]:
-        """Put the caller through to the billing desk."""
-        self.journal.billing = Billing(self.journal, name="billing", instructions=BILLING)
-        return self.journal.billing, TRANSFERRING
 
 
 def answering(
@@ -120,7 +105,7 @@ async def spoken_session(
     caller = Caller()
     audio_out = FakeAudioOutput(mode="realtime")
     session = await make_session(
-        Desk(journal, name="desk", instructions=DESK),
+        Desk(journal),
         llm=ScriptedLLM([], fallback=answer),
         tts=FakeTTS(seconds_per_char=SECONDS_PER_CHAR),
         audio_output=audio_out,
@@ -128,11 +113,6 @@ async def spoken_session(
     )
     caller.attach(session)
     return session, caller, audio_out
-
-
-async def speaking(session: AgentSession[Any]) -> None:
-    if session.agent_state != "speaking":
-        await wait_for_event(session, "agent_state_changed", lambda ev: ev.new_state == "speaking")
 
 
 def said(session: AgentSession[Any]) -> list[tuple[str, bool]]:
@@ -157,16 +137,13 @@ async def test_a_turn_interrupting_the_arriving_agents_greeting_is_answered_once
     )
 
     await caller.say(TO_BILLING)
-    await leaving.reached()
-    try:
+    async with leaving.held():
         # the desk said its handoff message (an agent waits for the caller's silence to start
         # speaking, so the caller talking before would hold it, and the handoff with it)
         await bounded(audio_out.wait_for_segments(1), what="the handoff message played")
         # the caller starts talking to the desk, which is leaving (its STT hears them)
         await caller.start_speaking()
         await caller.interim(INTERIM)
-    finally:
-        leaving.open()
     assert journal.billing is not None
     greeting = asyncio.ensure_future(
         wait_for_event(

@@ -9,12 +9,10 @@
 
 from __future__ import annotations
 
-from livekit.agents import Agent, function_tool, llm
+from livekit.agents import llm
 
-from tests import fakes
 from tests.fakes import (
     Gate,
-    JournalingAgent,
     MakeSession,
     Reply,
     RTGeneration,
@@ -22,33 +20,16 @@ from tests.fakes import (
     spoken,
     tool_call,
 )
+from tests.fakes.desks import BILLING, TO_BILLING, Desk, DeskJournal
 from tests.fakes.history import user_messages
 from tests.fakes.session import settled_on
 
-DESK = "You are the front desk."
-BILLING = "You are the billing desk."
-TO_BILLING = "Put me through to billing."
 LATER = "What is my balance?"
 
 
-class Journal(fakes.Journal):
-    def __init__(self) -> None:
-        super().__init__()
-        self.billing: JournalingAgent | None = None
-
+class Journal(DeskJournal):
     def answer(self, gen: RTGeneration) -> str:
-        users = [i for i in gen.chat_ctx.items if i.type == "message" and i.role == "user"]
-        return f"{gen.instructions} answers: {users[-1].text_content if users else None}"
-
-
-class Desk(JournalingAgent):
-    journal: Journal
-
-    @function_tool
-    async def to_billing(self) -> Agent:
-        """Put the caller through to the billing desk."""
-        billing = self.journal.billing = JournalingAgent(self.journal, name="billing", instructions=BILLING)
-        return billing
+        return f"{gen.instructions} answers: {gen.last_user_text}"
 
 
 async def test_a_turn_after_a_handoff_whose_server_turn_had_no_transcript_is_answered_once(
@@ -63,18 +44,15 @@ async def test_a_turn_after_a_handoff_whose_server_turn_had_no_transcript_is_ans
         turn_detection=True,
         user_transcription=True,
     )
-    session = await make_session(Desk(journal, name="desk", instructions=DESK), llm=model)
+    session = await make_session(Desk(journal, message=None), llm=model)
 
     model.sessions[-1].simulate_user_turn(TO_BILLING)
-    await gate.reached()
-    try:
+    async with gate.held():
         # the server hears a noise as the desk leaves, and replies; no transcript ever comes
         rt = model.sessions[-1]
         rt.emit("input_speech_started", llm.InputSpeechStartedEvent())
         rt.emit("input_speech_stopped", llm.InputSpeechStoppedEvent(user_transcription_enabled=True))
         rt.emit_generation()
-    finally:
-        gate.open()
     billing = journal.billing
     assert billing is not None
     await settled_on(session, billing)

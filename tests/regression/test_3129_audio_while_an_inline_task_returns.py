@@ -24,7 +24,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from livekit.agents import function_tool, llm
+from livekit.agents import function_tool
 
 from tests import fakes
 from tests.fakes import (
@@ -42,6 +42,7 @@ from tests.fakes import (
     bounded,
     tool_call,
 )
+from tests.fakes.desks import SlowClose
 from tests.fakes.session import settled_on
 
 BUG = pytest.mark.upstream_bug("livekit/agents#3129")
@@ -68,19 +69,6 @@ class Journal(fakes.Journal):
         # the task's await returns once the desk's activity resumed
         self.results.append(result)
         self.handed_back.set()
-
-
-class SlowClose(llm.Toolset):
-    """The task's own toolset, whose close holds its activity's ``aclose()``, like an MCP
-    server disconnecting."""
-
-    def __init__(self, gate: Gate) -> None:
-        super().__init__(id="slow_close")
-        self.gate = gate
-
-    async def aclose(self) -> None:
-        await self.gate.wait()
-        await super().aclose()
 
 
 class FormTask(fakes.JournalingTask[str]):
@@ -155,15 +143,12 @@ async def test_the_callers_audio_while_an_inline_task_returns_reaches_the_stt(
     await caller.audio.forwarded()
 
     task.complete(FILLED)
-    await journal.closing.reached()
-    try:
+    async with journal.closing.held():
         # the form drained (on_exit ran, its STT stream was handed on) and closes: the caller
         # talks on
         assert journal.events == ["enter desk", "enter form", "exit form"]
         caller.audio.push(FRAMES, seconds=WHILE_CLOSING)
         await caller.audio.forwarded()
-    finally:
-        journal.closing.open()
     await bounded(journal.handed_back.wait(), what="the desk resuming with the form's result")
 
     caller.audio.push(seconds=MARK)
@@ -237,13 +222,10 @@ async def test_the_callers_audio_while_an_inline_task_returns_reaches_the_realti
 
     resuming = model.resuming = Gate("the desk's realtime session update")
     task.complete(FILLED)
-    await journal.closing.reached()
-    try:
+    async with journal.closing.held():
         assert journal.events == ["enter desk", "enter form", "exit form"]
         audio.push(FRAMES, seconds=WHILE_CLOSING)
         await audio.forwarded()
-    finally:
-        journal.closing.open()
     await resuming.reached()
     try:
         audio.push(FRAMES, seconds=WHILE_RESUMING)

@@ -19,15 +19,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from livekit.agents import Agent, function_tool, llm
 
-from tests import fakes
 from tests.fakes import (
     Caller,
     FakeAudioInput,
     Gate,
-    JournalingAgent,
-    LLMCall,
     MakeSession,
     Reply,
     RTGeneration,
@@ -36,86 +32,45 @@ from tests.fakes import (
     bounded,
     tool_call,
 )
-from tests.fakes.session import settled_on
+from tests.fakes.desks import (
+    MARK,
+    TO_BILLING,
+    Desk,
+    DeskJournal,
+    SlowClose,
+    answer,
+    billing_runs,
+    stt_heard_a_mark,
+)
 
 BUG = pytest.mark.upstream_bug("livekit/agents#3129")
 
-DESK = "You are the front desk."
-BILLING = "You are the billing desk."
-TRANSFERRING = "Transferring you"
-TO_BILLING = "Put me through to billing."
 WHILE_CLOSING = 25  # frames of 20 ms: half a second of the caller talking
-MARK = 0.01  # seconds: a shorter frame, the last the caller says, once billing runs
-MARK_SAMPLES = 160
-
-
-class SlowClose(llm.Toolset):
-    """The desk's own toolset, whose close holds the leaving activity's ``aclose()``, like an
-    MCP server disconnecting."""
-
-    def __init__(self, gate: Gate) -> None:
-        super().__init__(id="slow_close")
-        self.gate = gate
-
-    async def aclose(self) -> None:
-        await self.gate.wait()
-        await super().aclose()
-
-
-class Journal(fakes.Journal):
-    def __init__(self) -> None:
-        super().__init__()
-        self.billing: Agent | None = None
-
-
-class Desk(JournalingAgent):
-    journal: Journal
-
-    @function_tool
-    async def to_billing(self) -> tuple[Agent, str]:
-        """Put the caller through to the billing desk."""
-        self.journal.billing = JournalingAgent(self.journal, name="billing", instructions=BILLING)
-        return self.journal.billing, TRANSFERRING
-
-
-def answer(call: LLMCall) -> Reply:
-    if call.instructions == DESK and call.last_user_text == TO_BILLING and call.tool_choice != "none":
-        return Reply(tool_calls=[tool_call("to_billing")])
-    return Reply(f"{call.instructions} answers: {call.last_user_text}")
 
 
 @BUG
 async def test_the_callers_audio_while_the_leaving_agent_closes_reaches_the_stt(
     make_session: MakeSession,
 ) -> None:
-    journal = Journal()
+    journal = DeskJournal()
     closing = Gate("the desk's toolset closing")
     caller = Caller()
     session = await make_session(
-        Desk(journal, name="desk", instructions=DESK, tools=[SlowClose(closing)]),
+        Desk(journal, tools=[SlowClose(closing)]),
         llm=ScriptedLLM([], fallback=answer),
         **caller.session_kwargs(),
     )
     caller.attach(session)
 
     await caller.say(TO_BILLING)
-    await closing.reached()
-    try:
+    async with closing.held():
         # the desk drained (on_exit ran, its STT stream was handed on) and closes: the caller
         # talks on
         assert journal.events == ["enter desk", "exit desk"]
         caller.audio.push(WHILE_CLOSING)
         await caller.audio.forwarded()
-    finally:
-        closing.open()
-    await bounded(journal.entered["billing"].wait(), what="billing's on_enter")
-    assert journal.billing is not None
-    await settled_on(session, journal.billing)
-
-    caller.audio.push(seconds=MARK)
-    await caller.audio.forwarded()
-    stream = caller.stt.current  # the one STT stream, reused across the handoff
-    await stream.last_frame_was(MARK_SAMPLES)
+    await billing_runs(session, journal)
+    stream = await stt_heard_a_mark(caller)  # the one STT stream, reused across the handoff
 
     # the bug: the frames said while the desk closes never reach the STT; what came after does
     assert caller.stt.streams == [stream]
@@ -130,7 +85,7 @@ async def test_the_callers_audio_while_the_leaving_agent_closes_reaches_the_stt(
 async def test_the_callers_audio_while_the_leaving_agent_closes_reaches_the_realtime_model(
     make_session: MakeSession, reuse: bool
 ) -> None:
-    journal = Journal()
+    journal = DeskJournal()
     closing = Gate("the desk's toolset closing")
 
     def reply(gen: RTGeneration) -> str:
@@ -139,7 +94,7 @@ async def test_the_callers_audio_while_the_leaving_agent_closes_reaches_the_real
     model = ScriptedRealtimeModel(fallback=reply, reuse=reuse)
     audio = FakeAudioInput()
     session = await make_session(
-        Desk(journal, name="desk", instructions=DESK, tools=[SlowClose(closing)]),
+        Desk(journal, tools=[SlowClose(closing)]),
         llm=model,
         audio_input=audio,
     )
@@ -156,9 +111,7 @@ async def test_the_callers_audio_while_the_leaving_agent_closes_reaches_the_real
     finally:
         closing.open()
     await bounded(handoff, what="session.run() handing off")
-    await bounded(journal.entered["billing"].wait(), what="billing's on_enter")
-    assert journal.billing is not None
-    await settled_on(session, journal.billing)
+    await billing_runs(session, journal)
 
     audio.push(seconds=MARK)
     await audio.forwarded()  # push_audio() hands each frame to the realtime session at once

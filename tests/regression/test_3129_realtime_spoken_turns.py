@@ -17,13 +17,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from livekit.agents import Agent, function_tool
 
-from tests import fakes
 from tests.fakes import (
     GEMINI_CAPABILITIES,
     Gate,
-    JournalingAgent,
     MakeSession,
     Reply,
     RTGeneration,
@@ -32,38 +29,22 @@ from tests.fakes import (
     spoken,
     tool_call,
 )
+from tests.fakes.desks import BILLING, SPOKEN, TO_BILLING, Desk, DeskJournal
 from tests.fakes.history import user_messages
 from tests.fakes.session import settled_on
 
 BUG = pytest.mark.upstream_bug("livekit/agents#3129")
 
-DESK = "You are the front desk."
-BILLING = "You are the billing desk."
-TO_BILLING = "Put me through to billing."
-SPOKEN = "Actually, it's about a refund."
 
-
-class Journal(fakes.Journal):
+class Journal(DeskJournal):
     def __init__(self) -> None:
         super().__init__()
-        self.billing: JournalingAgent | None = None
         self.answers: list[tuple[str | None, str | None, tuple[str, ...]]] = []
 
     def answer(self, gen: RTGeneration) -> str:
-        users = [i for i in gen.chat_ctx.items if i.type == "message" and i.role == "user"]
-        user_text = users[-1].text_content if users else None
+        user_text = gen.last_user_text
         self.answers.append((gen.instructions, user_text, tuple(self.events)))
         return f"{gen.instructions} answers: {user_text}"
-
-
-class Desk(JournalingAgent):
-    journal: Journal
-
-    @function_tool
-    async def to_billing(self) -> Agent:
-        """Put the caller through to the billing desk."""
-        billing = self.journal.billing = JournalingAgent(self.journal, name="billing", instructions=BILLING)
-        return billing
 
 
 CAPABILITIES: dict[str, dict[str, Any]] = {
@@ -85,15 +66,12 @@ async def test_a_server_detected_turn_during_on_exit_is_answered_by_the_arriving
     model = ScriptedRealtimeModel(
         [Reply(tool_calls=[tool_call("to_billing")])], fallback=journal.answer, **CAPABILITIES[caps]
     )
-    session = await make_session(Desk(journal, name="desk", instructions=DESK), llm=model)
+    session = await make_session(Desk(journal, message=None), llm=model)
 
     model.sessions[-1].simulate_user_turn(TO_BILLING)
-    await gate.reached()
-    try:
+    async with gate.held():
         # the caller goes on talking while the desk leaves: the server hears a new turn
         model.sessions[-1].simulate_user_turn(SPOKEN, transcript_first=transcript_first)
-    finally:
-        gate.open()
     billing = journal.billing
     assert billing is not None
     await settled_on(session, billing)

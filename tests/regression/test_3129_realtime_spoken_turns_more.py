@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from livekit.agents import Agent, function_tool, llm, utils
+from livekit.agents import function_tool, llm, utils
 
 from tests import fakes
 from tests.fakes import (
@@ -25,35 +25,19 @@ from tests.fakes import (
     spoken,
     tool_call,
 )
+from tests.fakes.desks import BILLING, DESK, SPOKEN, TO_BILLING, Desk, DeskJournal
 from tests.fakes.session import settled_on
 
-DESK = "You are the front desk."
-BILLING = "You are the billing desk."
-TO_BILLING = "Put me through to billing."
-SPOKEN = "Actually, it's about a refund."
 
-
-class Journal(fakes.Journal):
+class Journal(DeskJournal):
     def __init__(self) -> None:
         super().__init__()
-        self.billing: JournalingAgent | None = None
         self.answers: list[tuple[str | None, str | None]] = []
 
     def answer(self, gen: RTGeneration) -> str:
-        users = [i for i in gen.chat_ctx.items if i.type == "message" and i.role == "user"]
-        user_text = users[-1].text_content if users else None
+        user_text = gen.last_user_text
         self.answers.append((gen.instructions, user_text))
         return f"{gen.instructions} answers: {user_text}"
-
-
-class Desk(JournalingAgent):
-    journal: Journal
-
-    @function_tool
-    async def to_billing(self) -> Agent:
-        """Put the caller through to the billing desk."""
-        billing = self.journal.billing = JournalingAgent(self.journal, name="billing", instructions=BILLING)
-        return billing
 
 
 @pytest.mark.upstream_bug("livekit/agents#3129")
@@ -69,7 +53,7 @@ async def test_a_server_turn_whose_transcript_comes_after_the_handoff_is_answere
         turn_detection=True,
         user_transcription=True,
     )
-    session = await make_session(Desk(journal, name="desk", instructions=DESK), llm=model)
+    session = await make_session(Desk(journal, message=None), llm=model)
     rt = model.sessions[-1]
 
     rt.simulate_user_turn(TO_BILLING)
@@ -148,12 +132,9 @@ async def test_a_server_turn_ending_while_an_inline_task_starts_is_answered_by_t
     session = await make_session(FormDesk(journal, name="desk", instructions=DESK), llm=model)
 
     model.sessions[-1].simulate_user_turn(OPEN_FORM)
-    await gate.reached()
-    try:
+    async with gate.held():
         # the desk still says it opens the form, its activity pausing for the task
         model.sessions[-1].simulate_user_turn(SPOKEN)
-    finally:
-        gate.open()
     await bounded(journal.entered["form"].wait(), what="the form's on_enter")
     task = session.current_agent
     assert isinstance(task, FormTask)

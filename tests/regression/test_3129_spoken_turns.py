@@ -26,73 +26,65 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from livekit.agents import Agent, AgentSession, RunContext, function_tool, llm
+from livekit.agents import RunContext, function_tool, llm
 
-from tests import fakes
 from tests.fakes import (
-    Caller,
     Gate,
     JournalingAgent,
     JournalingTask,
     LLMCall,
     MakeSession,
     Reply,
-    ScriptedLLM,
     bounded,
     spoken,
     tool_call,
     unanswered_calls,
 )
+from tests.fakes.desks import (
+    BILLING,
+    DESK,
+    SPOKEN,
+    TO_BILLING,
+    DeskJournal,
+    SlowSetup,
+    spoken_session,
+)
+from tests.fakes.desks import Desk as FrontDesk
 from tests.fakes.history import user_messages
 from tests.fakes.session import settled_on
 
 BUG = pytest.mark.upstream_bug("livekit/agents#3129")
 
-DESK = "You are the front desk."
-BILLING = "You are the billing desk."
 FORM = "You collect the form."
 AGENT_A = "You are agent A."
 AGENT_B = "You are agent B."
-TRANSFERRING = "Transferring you"
 VOICED = "One moment, I'm transferring you to billing."
-TO_BILLING = "Put me through to billing."
 OPEN_FORM = "I want to fill in the form."
 FILE_IT = "Please file it."
 FILED = "Your form is filed."
-SPOKEN = "Actually, it's about a refund."
 OPENING = "Tell the caller you open the form."
 OPENED = "Let me open the form for you."
 
 
-class Journal(fakes.Journal):
+class Journal(DeskJournal):
     """What the agents did, every model request with the lifecycle events before it, and the
     gates a test holds the handoff on."""
 
     def __init__(self) -> None:
         super().__init__()
         self.setup_gates: dict[str, Gate] = {}
-        self.seen: list[tuple[LLMCall, tuple[str, ...]]] = []
-        self.billing: Billing | None = None
+        self.billing_cls = Billing
 
     def toolsets(self, name: str) -> list[llm.Tool | llm.Toolset]:
         gate = self.setup_gates.get(name)
-        return [SlowSetup(gate)] if gate is not None else []
-
-    def answering(self, reply: Any) -> Any:
-        """A fallback for the scripted LLM that records each request, then asks ``reply``."""
-
-        def fallback(call: LLMCall) -> Reply | str:
-            self.seen.append((call, tuple(self.events)))
-            return reply(call)
-
-        return fallback
+        return [SlowSetup(gate, id=f"slow_setup_{gate.name.replace(' ', '_')}")] if gate is not None else []
 
     def answers(self, text: str) -> list[tuple[str | None, tuple[str, ...]]]:
         """(instructions, events before it) of each request that answers the user's ``text``:
         its last user message, and not a handoff message (``tool_choice="none"``)."""
         return [
             (call.instructions, events)
-            for call, events in self.seen
+            for call, events in self.requests
             if call.last_user_text == text and call.tool_choice != "none"
         ]
 
@@ -109,30 +101,12 @@ def last_said(call: LLMCall) -> llm.ChatItem | None:
     return said[-1] if said else None
 
 
-class SlowSetup(llm.Toolset):
-    """A toolset whose setup holds the arriving activity's start, like an MCP server connecting."""
-
-    def __init__(self, gate: Gate) -> None:
-        super().__init__(id=f"slow_setup_{gate.name.replace(' ', '_')}")
-        self.gate = gate
-
-    async def setup(self) -> SlowSetup:
-        await self.gate.wait()
-        return self
-
-
 class Billing(JournalingAgent):
     pass
 
 
-class Desk(JournalingAgent):
+class Desk(FrontDesk):
     journal: Journal
-
-    @function_tool
-    async def to_billing(self) -> tuple[Agent, str]:
-        """Put the caller through to the billing desk."""
-        billing = self.journal.billing = Billing(self.journal, name="billing", instructions=BILLING)
-        return billing, TRANSFERRING
 
     @function_tool
     async def open_form(self) -> str:
@@ -172,16 +146,6 @@ def answer(call: LLMCall) -> Reply:
     return Reply(f"{call.instructions} answers: {call.last_user_text}")
 
 
-async def spoken_session(
-    make_session: MakeSession, agent: Agent, journal: Journal, reply: Any = answer
-) -> tuple[AgentSession[Any], Caller, ScriptedLLM]:
-    caller = Caller()
-    fake = ScriptedLLM([], fallback=journal.answering(reply))
-    session = await make_session(agent, llm=fake, **caller.session_kwargs())
-    caller.attach(session)
-    return session, caller, fake
-
-
 # -- the leaving agent voices its handoff message --
 
 
@@ -197,15 +161,12 @@ async def test_a_turn_ending_while_the_leaving_agent_voices_the_handoff_is_answe
             return Reply(VOICED, first_token_delay=gate.wait)
         return answer(call)
 
-    desk = Desk(journal, name="desk", instructions=DESK)
+    desk = Desk(journal)
     session, caller, _ = await spoken_session(make_session, desk, journal, reply)
 
     await caller.say(TO_BILLING)
-    await gate.reached()
-    try:
+    async with gate.held():
         await caller.say(SPOKEN)
-    finally:
-        gate.open()
     billing = journal.billing
     assert billing is not None
     await settled_on(session, billing)
@@ -237,15 +198,12 @@ async def test_a_turn_ending_while_an_inline_task_starts_is_answered_by_the_task
             return Reply(OPENED, first_token_delay=gate.wait)
         return answer(call)
 
-    desk = Desk(journal, name="desk", instructions=DESK)
+    desk = Desk(journal)
     session, caller, _ = await spoken_session(make_session, desk, journal, reply)
 
     await caller.say(OPEN_FORM)
-    await gate.reached()
-    try:
+    async with gate.held():
         await caller.say(SPOKEN)
-    finally:
-        gate.open()
     await bounded(journal.entered["form"].wait(), what="the form's on_enter")
     task = session.current_agent
     assert isinstance(task, FormTask)
@@ -278,7 +236,7 @@ async def test_a_turn_ending_while_an_inline_task_returns_is_answered_by_its_cal
             return Reply(FILED, first_token_delay=gate.wait)
         return answer(call)
 
-    desk = Desk(journal, name="desk", instructions=DESK)
+    desk = Desk(journal)
     session, caller, _ = await spoken_session(make_session, desk, journal, reply)
 
     await caller.say(OPEN_FORM)
@@ -288,11 +246,8 @@ async def test_a_turn_ending_while_an_inline_task_returns_is_answered_by_its_cal
     await settled_on(session, task)
 
     await caller.say(FILE_IT)
-    await gate.reached()
-    try:
+    async with gate.held():
         await caller.say(SPOKEN)
-    finally:
-        gate.open()
     await bounded(journal.exited["form"].wait(), what="the form's on_exit")
     await settled_on(session, desk)
 
@@ -315,7 +270,7 @@ async def test_a_turn_ending_as_update_agent_is_called_is_answered_by_the_new_ag
     journal = Journal()
     a = JournalingAgent(journal, name="a", instructions=AGENT_A)
     b = JournalingAgent(journal, name="b", instructions=AGENT_B)
-    session, caller, _ = await spoken_session(make_session, a, journal)
+    session, caller, _ = await spoken_session(make_session, a, journal, answer)
 
     def on_transcribed(ev: Any) -> None:
         # the final transcript is in: its end of turn runs in the next loop steps

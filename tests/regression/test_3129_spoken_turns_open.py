@@ -17,7 +17,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from livekit.agents import Agent, AgentSession, function_tool, llm
+from livekit.agents import AgentSession, llm
 
 from tests import fakes
 from tests.fakes import (
@@ -27,44 +27,27 @@ from tests.fakes import (
     LLMCall,
     MakeSession,
     Reply,
-    ScriptedLLM,
     bounded,
     spoken,
-    tool_call,
 )
+from tests.fakes.desks import BILLING, DESK, TO_BILLING, Desk, DeskJournal, answer, spoken_session
 from tests.fakes.history import user_messages
 from tests.fakes.session import settled_on
 
-DESK = "You are the front desk."
-BILLING = "You are the billing desk."
-TRANSFERRING = "Transferring you"
 VOICED = "One moment, I'm transferring you to billing."
-TO_BILLING = "Put me through to billing."
 FIRST = "Actually, it's about a refund."
 SECOND = "No wait, it's about my invoice."
 POLICY = "Refund policy: 30 days."
 
 
-class Journal(fakes.Journal):
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen: list[tuple[LLMCall, tuple[str, ...]]] = []
-        self.billing: Agent | None = None
-        self.billing_cls: type[Agent] = Billing
-
-    def answering(self, reply: Any) -> Any:
-        def fallback(call: LLMCall) -> Reply | str:
-            self.seen.append((call, tuple(self.events)))
-            return reply(call)
-
-        return fallback
-
-    def requests_for(self, text: str) -> list[LLMCall]:
-        return [c for c, _ in self.seen if c.last_user_text == text and c.tool_choice != "none"]
-
-
 class Billing(JournalingAgent):
     pass
+
+
+class Journal(DeskJournal):
+    def __init__(self) -> None:
+        super().__init__()
+        self.billing_cls = Billing
 
 
 class HookedBilling(JournalingAgent):
@@ -73,24 +56,6 @@ class HookedBilling(JournalingAgent):
     async def on_user_turn_completed(self, turn_ctx: llm.ChatContext, new_message: llm.ChatMessage) -> None:
         self.journal.events.append(f"billing heard: {new_message.text_content}")
         turn_ctx.add_message(role="assistant", content=POLICY)
-
-
-class Desk(JournalingAgent):
-    journal: Journal
-
-    @function_tool
-    async def to_billing(self) -> tuple[Agent, str]:
-        """Put the caller through to the billing desk."""
-        billing = self.journal.billing = self.journal.billing_cls(
-            self.journal, name="billing", instructions=BILLING
-        )
-        return billing, TRANSFERRING
-
-
-def answer(call: LLMCall) -> Reply:
-    if call.instructions == DESK and call.last_user_text == TO_BILLING and call.tool_choice != "none":
-        return Reply(tool_calls=[tool_call("to_billing")])
-    return Reply(f"{call.instructions} answers: {call.last_user_text}")
 
 
 async def voicing_session(
@@ -104,12 +69,7 @@ async def voicing_session(
             return Reply(VOICED, first_token_delay=gate.wait)
         return answer(call)
 
-    caller = Caller()
-    fake = ScriptedLLM([], fallback=journal.answering(reply))
-    session = await make_session(
-        Desk(journal, name="desk", instructions=DESK), llm=fake, **caller.session_kwargs()
-    )
-    caller.attach(session)
+    session, caller, _ = await spoken_session(make_session, Desk(journal), journal, reply)
     return session, caller, gate
 
 
@@ -125,11 +85,8 @@ async def test_a_turn_handed_over_goes_through_the_arriving_agents_on_user_turn_
     session, caller, gate = await voicing_session(make_session, journal)
 
     await caller.say(TO_BILLING)
-    await gate.reached()
-    try:
+    async with gate.held():
         await caller.say(FIRST)
-    finally:
-        gate.open()
     assert journal.billing is not None
     await settled_on(session, journal.billing)
 
@@ -154,15 +111,12 @@ async def test_a_handed_over_turn_stays_recorded_when_the_caller_barges_in_on_it
     session, caller, gate = await voicing_session(make_session, journal)
 
     await caller.say(TO_BILLING)
-    await gate.reached()
-    try:
+    async with gate.held():
         # ends while the desk voices its handoff message (the turn interrupts it, and the
         # handoff goes on): billing is to answer it
         await caller.say(FIRST)
         # the caller goes on before billing's answer started: a barge-in, as on any agent
         await caller.say(SECOND)
-    finally:
-        gate.open()
     assert journal.billing is not None
     await settled_on(session, journal.billing)
 
@@ -181,20 +135,12 @@ async def test_a_handed_over_turn_stays_recorded_when_the_caller_barges_in_on_it
 async def test_two_turns_ending_during_one_handoff_the_later_supersedes(make_session: MakeSession) -> None:
     journal = Journal()
     exit_gate = journal.exit_gates["desk"] = Gate("desk on_exit")
-    caller = Caller()
-    fake = ScriptedLLM([], fallback=journal.answering(answer))
-    session = await make_session(
-        Desk(journal, name="desk", instructions=DESK), llm=fake, **caller.session_kwargs()
-    )
-    caller.attach(session)
+    session, caller, _ = await spoken_session(make_session, Desk(journal), journal)
 
     await caller.say(TO_BILLING)
-    await exit_gate.reached()
-    try:
+    async with exit_gate.held():
         await caller.say(FIRST)
         await caller.say(SECOND)
-    finally:
-        exit_gate.open()
     assert journal.billing is not None
     await settled_on(session, journal.billing)
 
@@ -202,7 +148,7 @@ async def test_two_turns_ending_during_one_handoff_the_later_supersedes(make_ses
     assert user_messages(session, SECOND) == 1
     # the caller said two things before anyone could answer: billing answers once, the later
     # turn with the earlier one in its context, as on its own watch; not FIRST, then SECOND
-    answered = [c.last_user_text for c, _ in journal.seen if c.instructions == BILLING]
+    answered = [c.last_user_text for c, _ in journal.requests if c.instructions == BILLING]
     assert answered == [SECOND], answered
     assert f"{BILLING} answers: {FIRST}" not in spoken(session)
 
@@ -216,12 +162,7 @@ async def test_a_turn_ending_during_a_handoff_the_session_then_closes_is_recorde
 ) -> None:
     journal = Journal()
     exit_gate = journal.exit_gates["desk"] = Gate("desk on_exit")
-    caller = Caller()
-    fake = ScriptedLLM([], fallback=journal.answering(answer))
-    session = await make_session(
-        Desk(journal, name="desk", instructions=DESK), llm=fake, **caller.session_kwargs()
-    )
-    caller.attach(session)
+    session, caller, _ = await spoken_session(make_session, Desk(journal), journal)
 
     await caller.say(TO_BILLING)
     await exit_gate.reached()
@@ -276,23 +217,17 @@ async def test_a_turn_ending_as_a_task_that_completes_at_once_starts_is_answered
             return Reply(CHECKING, first_token_delay=gate.wait)
         return answer(call)
 
-    caller = Caller()
-    fake = ScriptedLLM([], fallback=journal.answering(reply))
     main = Main(journal, name="main", instructions=MAIN)
-    session = await make_session(main, llm=fake, **caller.session_kwargs())
-    caller.attach(session)
+    session, caller, _ = await spoken_session(make_session, main, journal, reply)
 
-    await gate.reached()
-    try:
+    async with gate.held():
         await caller.say(FIRST)
-    finally:
-        gate.open()
     await bounded(journal.exited["check"].wait(), what="the check's on_exit")
     await settled_on(session, main)
 
     assert journal.results == ["account ok"]
     assert user_messages(session, FIRST) == 1
     # the check is over before anyone could answer: main answers, once, the check says nothing
-    answers = [(c.instructions, events) for c, events in journal.seen if c.last_user_text == FIRST]
+    answers = [(c.instructions, events) for c, events in journal.requests if c.last_user_text == FIRST]
     assert [i for i, _ in answers] == [MAIN], (answers, spoken(session), journal.events)
     assert spoken(session).count(f"{MAIN} answers: {FIRST}") == 1

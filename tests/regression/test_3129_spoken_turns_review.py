@@ -30,7 +30,6 @@ from typing import Any
 import pytest
 from livekit.agents import Agent, AgentSession, function_tool, llm
 
-from tests import fakes
 from tests.fakes import (
     Caller,
     Gate,
@@ -39,80 +38,39 @@ from tests.fakes import (
     MakeSession,
     Reply,
     RTGeneration,
-    ScriptedLLM,
     ScriptedRealtimeModel,
     bounded,
     spoken,
     tool_call,
+)
+from tests.fakes.desks import (
+    BILLING,
+    DESK,
+    SPOKEN,
+    TO_BILLING,
+    Desk,
+    DeskJournal,
+    Pondering,
+    answer,
+    spoken_session,
 )
 from tests.fakes.history import user_messages
 from tests.fakes.session import settled_on
 
 BUG = pytest.mark.upstream_bug("livekit/agents#3129")
 
-DESK = "You are the front desk."
-BILLING = "You are the billing desk."
 AGENT_A = "You are agent A."
 AGENT_B = "You are agent B."
 AGENT_C = "You are agent C."
-TRANSFERRING = "Transferring you"
-TO_BILLING = "Put me through to billing."
-SPOKEN = "Actually, it's about a refund."
 TYPED = "My invoice number is 1234."
 GREET = "Greet the caller."
 GREETING = "Welcome to billing."
 
 
-class Journal(fakes.Journal):
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen: list[tuple[LLMCall, tuple[str, ...]]] = []
-        self.billing: Agent | None = None
-        self.billing_cls: type[JournalingAgent] = JournalingAgent
-
-    def answering(self, reply: Any) -> Any:
-        def fallback(call: LLMCall) -> Reply | str:
-            self.seen.append((call, tuple(self.events)))
-            return reply(call)
-
-        return fallback
-
+class Journal(DeskJournal):
     def answers(self, text: str) -> list[str | None]:
         """The instructions of each request that answers the user's ``text``."""
-        return [
-            call.instructions
-            for call, _ in self.seen
-            if call.last_user_text == text and call.tool_choice != "none"
-        ]
-
-
-def answer(call: LLMCall) -> Reply:
-    if call.instructions == DESK and call.last_user_text == TO_BILLING and call.tool_choice != "none":
-        return Reply(tool_calls=[tool_call("to_billing")])
-    return Reply(f"{call.instructions} answers: {call.last_user_text}")
-
-
-class Desk(JournalingAgent):
-    journal: Journal
-
-    @function_tool
-    async def to_billing(self) -> tuple[Agent, str]:
-        """Put the caller through to the billing desk."""
-        billing = self.journal.billing = self.journal.billing_cls(
-            self.journal, name="billing", instructions=BILLING
-        )
-        return billing, TRANSFERRING
-
-
-class Pondering(JournalingAgent):
-    """Looks the caller's turn up (RAG) in its on_user_turn_completed; the test holds it."""
-
-    def __init__(self, journal: Journal, hook: Gate, **kwargs: Any) -> None:
-        super().__init__(journal, **kwargs)
-        self.hook = hook
-
-    async def on_user_turn_completed(self, turn_ctx: llm.ChatContext, new_message: llm.ChatMessage) -> None:
-        await self.hook.wait()
+        return [call.instructions for call in self.requests_for(text)]
 
 
 class Greeting(JournalingAgent):
@@ -121,16 +79,6 @@ class Greeting(JournalingAgent):
     async def on_enter(self) -> None:
         await super().on_enter()
         self.session.generate_reply(instructions=GREET, allow_interruptions=False)
-
-
-async def spoken_session(
-    make_session: MakeSession, agent: Agent, journal: Journal, reply: Any = answer
-) -> tuple[AgentSession[Any], Caller, ScriptedLLM]:
-    caller = Caller()
-    fake = ScriptedLLM([], fallback=journal.answering(reply))
-    session = await make_session(agent, llm=fake, **caller.session_kwargs())
-    caller.attach(session)
-    return session, caller, fake
 
 
 async def speaking(session: AgentSession[Any], agent: Agent) -> None:
@@ -160,17 +108,14 @@ async def test_a_turn_handed_over_during_an_uninterruptible_greeting_is_recorded
             return Reply(GREETING, first_token_delay=greeting.wait)
         return answer(call)
 
-    desk = Desk(journal, name="desk", instructions=DESK)
+    desk = Desk(journal)
     session, caller, _ = await spoken_session(make_session, desk, journal, reply)
     journal.billing_cls = Greeting
 
     await caller.say(TO_BILLING)
-    await gate.reached()
-    try:
+    async with gate.held():
         # the desk leaves: the caller's turn ends before billing runs and greets
         await caller.say(SPOKEN)
-    finally:
-        gate.open()
     await greeting.reached()
     billing = journal.billing
     assert billing is not None
@@ -193,17 +138,14 @@ async def test_text_input_after_a_spoken_turn_during_a_handoff_are_both_answered
 ) -> None:
     journal = Journal()
     gate = journal.exit_gates["desk"] = Gate("desk on_exit")
-    desk = Desk(journal, name="desk", instructions=DESK)
+    desk = Desk(journal)
     session, caller, _ = await spoken_session(make_session, desk, journal)
 
     await caller.say(TO_BILLING)
-    await gate.reached()
-    try:
+    async with gate.held():
         # the desk leaves: the caller's turn ends, then the application sends typed input
         await caller.say(SPOKEN)
         handle = session.generate_reply(user_input=TYPED)
-    finally:
-        gate.open()
     await bounded(handle, what="the answer to the typed input")
     assert journal.billing is not None
     await settled_on(session, journal.billing)
@@ -233,20 +175,17 @@ async def test_a_turn_between_back_to_back_handoffs_is_answered_by_the_last_agen
     session, caller, _ = await spoken_session(make_session, a, journal)
 
     session.update_agent(b)
-    await gate.reached()
-    try:
+    async with gate.held():
         if input_kind == "spoken":
             await caller.say(SPOKEN)
         else:
             session.generate_reply(user_input=SPOKEN)
         session.update_agent(c)
-    finally:
-        gate.open()
     await settled_on(session, c)
 
     assert user_messages(session, SPOKEN) == 1
     # b asks for nothing once its on_exit began
-    assert [c.instructions for c, events in journal.seen if "exit b" in events] == [AGENT_C]
+    assert [c.instructions for c, events in journal.requests if "exit b" in events] == [AGENT_C]
     assert journal.answers(SPOKEN) == [AGENT_C]
     assert spoken(session) == [f"{AGENT_C} answers: {SPOKEN}"]
     assert journal.events == ["enter a", "exit a", "enter b", "exit b", "enter c"]
@@ -284,12 +223,9 @@ async def test_a_turn_handed_over_to_a_realtime_agent_is_heard_by_the_model_that
     caller.attach(session)
 
     await caller.say(TO_BILLING)
-    await gate.reached()
-    try:
+    async with gate.held():
         # the session's VAD and STT end the caller's turn while the desk leaves
         await caller.say(SPOKEN)
-    finally:
-        gate.open()
     billing = journal.billing
     assert billing is not None
     await settled_on(session, billing)
@@ -321,17 +257,14 @@ async def test_a_turn_handed_over_to_a_realtime_agent_is_heard_by_the_model_that
 async def test_a_turn_handed_over_keeps_its_place_in_the_history(make_session: MakeSession) -> None:
     journal = Journal()
     gate = journal.exit_gates["desk"] = Gate("desk on_exit")
-    desk = Desk(journal, name="desk", instructions=DESK)
+    desk = Desk(journal)
     session, caller, _ = await spoken_session(make_session, desk, journal)
 
     await caller.say(TO_BILLING)
-    await gate.reached()
-    try:
+    async with gate.held():
         # the caller's turn ends as the desk leaves; then the application sends typed input
         await caller.say(SPOKEN)
         handle = session.generate_reply(user_input=TYPED)
-    finally:
-        gate.open()
     await bounded(handle, what="the answer to the typed input")
     assert journal.billing is not None
     await settled_on(session, journal.billing)
@@ -390,11 +323,8 @@ async def test_a_turn_handed_over_ends_its_user_turn_span_after_the_arriving_age
     if heard_in == "on_exit":
         hook.open()
         session.update_agent(billing)
-        await gate.reached()
-        try:
+        async with gate.held():
             await caller.say(SPOKEN)
-        finally:
-            gate.open()
     else:
         gate.open()
         await caller.say(SPOKEN)
@@ -457,12 +387,9 @@ async def test_a_turn_handed_over_to_a_realtime_agent_with_server_turn_detection
     session, caller, _ = await spoken_session(make_session, desk, journal)
 
     await caller.say(TO_BILLING)
-    await gate.reached()
-    try:
+    async with gate.held():
         # the pipeline desk's STT ends the caller's turn while it leaves
         await caller.say(SPOKEN)
-    finally:
-        gate.open()
     billing = journal.billing
     assert billing is not None
     await settled_on(session, billing)

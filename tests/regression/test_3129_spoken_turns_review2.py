@@ -22,7 +22,6 @@ import pytest
 from livekit.agents import Agent, AgentSession, RunContext, RunResult, function_tool, llm
 from livekit.agents.llm.async_toolset import AsyncToolset
 
-from tests import fakes
 from tests.fakes import (
     Caller,
     ErrorLogCapture,
@@ -37,27 +36,31 @@ from tests.fakes import (
     spoken,
     tool_call,
 )
+from tests.fakes.desks import (
+    BILLING,
+    DESK,
+    SPOKEN,
+    TO_BILLING,
+    TRANSFERRING,
+    Desk,
+    DeskJournal,
+    SlowSetup,
+)
 from tests.fakes.history import user_messages
 from tests.fakes.session import settled_on
 
 BUG = pytest.mark.upstream_bug("livekit/agents#3129")
 
-DESK = "You are the front desk."
-BILLING = "You are the billing desk."
 AGENT_A = "You are agent A."
 AGENT_B = "You are agent B."
 AGENT_C = "You are agent C."
 AGENT_D = "You are agent D."
-TRANSFERRING = "Transferring you"
-TO_BILLING = "Put me through to billing."
-SPOKEN = "Actually, it's about a refund."
 TYPED = "My invoice number is 1234."
 
 
-class Journal(fakes.Journal):
+class Journal(DeskJournal):
     def __init__(self) -> None:
         super().__init__()
-        self.billing: Agent | None = None
         # (instructions, the last user text, the journal's events then) of each LLM request
         self.seen: list[tuple[str | None, str | None, tuple[str, ...]]] = []
 
@@ -79,30 +82,6 @@ def answering(journal: Journal, voicing: Gate | None = None) -> Any:
         return Reply(f"{call.instructions} answers: {call.last_user_text}")
 
     return answer
-
-
-class Desk(JournalingAgent):
-    journal: Journal
-
-    def __init__(
-        self,
-        journal: Journal,
-        *,
-        message: bool = False,
-        billing_tools: list[Any] | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(journal, name="desk", instructions=DESK, **kwargs)
-        self.message = message
-        self.billing_tools = billing_tools or []
-
-    @function_tool
-    async def to_billing(self) -> Agent | tuple[Agent, str]:
-        """Put the caller through to the billing desk."""
-        billing = self.journal.billing = JournalingAgent(
-            self.journal, name="billing", instructions=BILLING, tools=self.billing_tools
-        )
-        return (billing, TRANSFERRING) if self.message else billing
 
 
 async def spoken_session(
@@ -134,7 +113,7 @@ async def test_a_handed_over_turn_emits_its_events_once_in_the_caller_s_order(
 ) -> None:
     journal = Journal()
     gate = journal.exit_gates["desk"] = Gate("desk on_exit")
-    session, caller = await spoken_session(make_session, Desk(journal), journal)
+    session, caller = await spoken_session(make_session, Desk(journal, message=None), journal)
     added: list[str] = []
     finals: list[str] = []
     session.on(
@@ -152,12 +131,9 @@ async def test_a_handed_over_turn_emits_its_events_once_in_the_caller_s_order(
     )
 
     await caller.say(TO_BILLING)
-    await gate.reached()
-    try:
+    async with gate.held():
         await caller.say(SPOKEN)
         handle = session.generate_reply(user_input=TYPED)
-    finally:
-        gate.open()
     await bounded(handle, what="the answer to the typed input")
     assert journal.billing is not None
     await settled_on(session, journal.billing)
@@ -181,7 +157,7 @@ async def test_a_turn_the_stt_ends_during_a_handoff_is_answered_by_the_arriving_
     journal = Journal()
     gate = journal.exit_gates["desk"] = Gate("desk on_exit")
     session, caller = await spoken_session(
-        make_session, Desk(journal), journal, turn_handling={"turn_detection": "stt"}
+        make_session, Desk(journal, message=None), journal, turn_handling={"turn_detection": "stt"}
     )
 
     async def say_stt(text: str) -> None:
@@ -193,11 +169,8 @@ async def test_a_turn_the_stt_ends_during_a_handoff_is_answered_by_the_arriving_
         await caller.turn_ended()
 
     await say_stt(TO_BILLING)
-    await gate.reached()
-    try:
+    async with gate.held():
         await say_stt(SPOKEN)
-    finally:
-        gate.open()
     assert journal.billing is not None
     await settled_on(session, journal.billing)
 
@@ -216,15 +189,12 @@ async def test_a_turn_during_an_uninterruptible_handoff_message_is_answered_by_t
 ) -> None:
     journal = Journal()
     voicing = Gate("desk voicing the handoff message")
-    desk = Desk(journal, message=True, allow_interruptions=False)
+    desk = Desk(journal, allow_interruptions=False)
     session, caller = await spoken_session(make_session, desk, journal, voicing)
 
     await caller.say(TO_BILLING)
-    await voicing.reached()
-    try:
+    async with voicing.held():
         await caller.say(SPOKEN)
-    finally:
-        voicing.open()
     assert journal.billing is not None
     await settled_on(session, journal.billing)
 
@@ -244,15 +214,15 @@ async def test_a_turn_during_a_handoff_with_preemptive_generation_is_answered_on
     journal = Journal()
     gate = journal.exit_gates["desk"] = Gate("desk on_exit")
     session, caller = await spoken_session(
-        make_session, Desk(journal), journal, turn_handling={"preemptive_generation": {"enabled": True}}
+        make_session,
+        Desk(journal, message=None),
+        journal,
+        turn_handling={"preemptive_generation": {"enabled": True}},
     )
 
     await caller.say(TO_BILLING)
-    await gate.reached()
-    try:
+    async with gate.held():
         await caller.say(SPOKEN)
-    finally:
-        gate.open()
     assert journal.billing is not None
     await settled_on(session, journal.billing)
 
@@ -279,14 +249,11 @@ async def test_input_between_three_quick_handoffs_is_answered_by_the_last_agent(
     session, caller = await spoken_session(make_session, a, journal)
 
     session.update_agent(b)
-    await gate.reached()
-    try:
+    async with gate.held():
         await caller.say(SPOKEN)
         session.update_agent(c)
         handle = session.generate_reply(user_input=TYPED)
         session.update_agent(d)
-    finally:
-        gate.open()
     await bounded(handle, what="the answer to the typed input")
     await settled_on(session, d)
 
@@ -305,16 +272,13 @@ async def test_input_between_three_quick_handoffs_is_answered_by_the_last_agent(
 async def test_wait_for_idle_waits_for_the_answer_to_a_turn_handed_over(make_session: MakeSession) -> None:
     journal = Journal()
     gate = journal.exit_gates["desk"] = Gate("desk on_exit")
-    session, caller = await spoken_session(make_session, Desk(journal), journal)
+    session, caller = await spoken_session(make_session, Desk(journal, message=None), journal)
 
     await caller.say(TO_BILLING)
-    await gate.reached()
-    try:
+    async with gate.held():
         await caller.say(SPOKEN)
         idle = asyncio.ensure_future(session.wait_for_idle())
         await asyncio.sleep(0)  # the waiter looks at the session before the handoff goes on
-    finally:
-        gate.open()
     await bounded(idle, what="session.wait_for_idle()")
 
     # idle: the caller's turn was answered
@@ -325,21 +289,9 @@ async def test_wait_for_idle_waits_for_the_answer_to_a_turn_handed_over(make_ses
 # -- the session closes while a handed-over turn waits for the arriving agent's start --
 
 
-class SlowSetup(llm.Toolset):
-    """An MCP-like toolset whose setup holds the arriving agent's start on a gate."""
-
-    def __init__(self, gate: Gate) -> None:
-        super().__init__(id="slow_setup")
-        self.gate = gate
-
-    async def setup(self) -> SlowSetup:
-        await self.gate.wait()
-        return self
-
-
 def slow_desk(journal: Journal) -> Desk:
     """A desk whose billing agent sets up an MCP-like toolset held on ``"billing setup"``."""
-    return Desk(journal, billing_tools=[SlowSetup(journal.exit_gates["billing setup"])])
+    return Desk(journal, message=None, billing_tools=[SlowSetup(journal.exit_gates["billing setup"])])
 
 
 @BUG
@@ -517,12 +469,9 @@ async def test_a_turn_as_a_nested_task_returns_is_answered_by_the_task_it_return
     await caller.say(VERIFY_ME)
     await bounded(journal.entered["verify"].wait(), what="the verify task")
     await caller.say(VERIFIED)
-    await gate.reached()
-    try:
+    async with gate.held():
         # the inner task completed and leaves: the turn is the form task's
         await caller.say(SPOKEN)
-    finally:
-        gate.open()
     form = session.current_agent
     await settled_on(session, form)
 
@@ -562,16 +511,13 @@ async def test_a_handed_over_turn_whose_answer_fails_leaves_the_arriving_agent_a
 
     caller = Caller()
     session = await make_session(
-        Desk(journal), llm=ScriptedLLM([], fallback=answer), **caller.session_kwargs()
+        Desk(journal, message=None), llm=ScriptedLLM([], fallback=answer), **caller.session_kwargs()
     )
     caller.attach(session)
 
     await caller.say(TO_BILLING)
-    await gate.reached()
-    try:
+    async with gate.held():
         await caller.say(SPOKEN)
-    finally:
-        gate.open()
     assert journal.billing is not None
     await settled_on(session, journal.billing)
     await caller.say(THANKS)
@@ -657,7 +603,7 @@ async def test_a_turn_the_turn_detector_ends_during_a_handoff_is_answered_by_the
     predicting = Gate("the turn detector's prediction")
     session, caller = await spoken_session(
         make_session,
-        Desk(journal),
+        Desk(journal, message=None),
         journal,
         turn_handling={"turn_detection": HeldTurnDetector(predicting)},
     )
@@ -694,7 +640,7 @@ async def test_a_turn_handed_over_in_on_exit_the_session_closes_on_is_recorded_o
 ) -> None:
     journal = Journal()
     gate = journal.exit_gates["desk"] = Gate("desk on_exit")
-    session, caller = await spoken_session(make_session, Desk(journal), journal)
+    session, caller = await spoken_session(make_session, Desk(journal, message=None), journal)
 
     await caller.say(TO_BILLING)
     await gate.reached()

@@ -19,14 +19,11 @@ import asyncio
 from typing import Any
 
 import pytest
-from livekit.agents import Agent, AgentSession, function_tool
 
-from tests import fakes
 from tests.fakes import (
     Caller,
     FakeAudioOutput,
     FakeTTS,
-    JournalingAgent,
     LLMCall,
     MakeSession,
     Reply,
@@ -35,38 +32,22 @@ from tests.fakes import (
     spoken,
     tool_call,
     unanswered_calls,
-    wait_for_event,
 )
+from tests.fakes.desks import BILLING, DESK, SPOKEN, TO_BILLING, Desk, DeskJournal, speaking
 from tests.fakes.history import user_messages
 from tests.fakes.session import settled_on
 
 BUG = pytest.mark.upstream_bug("livekit/agents#3129")
 
-DESK = "You are the front desk."
-BILLING = "You are the billing desk."
-TRANSFERRING = "Transferring you"
-TO_BILLING = "Put me through to billing."
-SPOKEN = "Actually, it's about a refund."
 # long enough to be still playing when the caller's turn ends: 20 s at 2 ms a character
 VOICED = "One moment, I'm transferring you to billing. " + "Please hold. " * 770
 SECONDS_PER_CHAR = 0.002
 
 
-class Journal(fakes.Journal):
+class Journal(DeskJournal):
     def __init__(self) -> None:
         super().__init__()
-        self.billing: Agent | None = None
         self.asked: list[tuple[str | None, str | None]] = []
-
-
-class Desk(JournalingAgent):
-    journal: Journal
-
-    @function_tool
-    async def to_billing(self) -> tuple[Agent, str]:
-        """Put the caller through to the billing desk."""
-        self.journal.billing = JournalingAgent(self.journal, name="billing", instructions=BILLING)
-        return self.journal.billing, TRANSFERRING
 
 
 def answering(journal: Journal) -> Any:
@@ -81,11 +62,6 @@ def answering(journal: Journal) -> Any:
     return answer
 
 
-async def speaking(session: AgentSession[Any]) -> None:
-    if session.agent_state != "speaking":
-        await wait_for_event(session, "agent_state_changed", lambda ev: ev.new_state == "speaking")
-
-
 @BUG
 async def test_a_turn_interrupting_the_handoff_message_is_answered_once_by_the_arriving_agent(
     make_session: MakeSession,
@@ -94,7 +70,7 @@ async def test_a_turn_interrupting_the_handoff_message_is_answered_once_by_the_a
     caller = Caller()
     audio_out = FakeAudioOutput(mode="realtime")
     session = await make_session(
-        Desk(journal, name="desk", instructions=DESK),
+        Desk(journal),
         llm=ScriptedLLM([], fallback=answering(journal)),
         tts=FakeTTS(seconds_per_char=SECONDS_PER_CHAR),
         audio_output=audio_out,

@@ -367,6 +367,20 @@ async def enter_form(session: AgentSession[Any]) -> None:
     assert isinstance(session.current_agent, FormTask)
 
 
+async def in_the_form(
+    make_session: MakeSession, kind: str, *then: str
+) -> tuple[Any, Journal, Desk, AgentSession[Any]]:
+    """A session of the desk on a ``kind`` model whose script calls ``open_form``, then the tools
+    ``then`` names, one a request; returns once the form runs (:func:`enter_form`)."""
+    script = [Reply(tool_calls=[tool_call(name)]) for name in ("open_form", *then)]
+    model = scripted_model(kind, script, fallback=answer)
+    journal = Journal()
+    desk = Desk(journal)
+    session = await make_session(desk, llm=model)
+    await enter_form(session)
+    return model, journal, desk, session
+
+
 # handed back from outside any run, stock starts nothing at all: the desk's answer never comes
 @pytest.mark.upstream_bug(
     "livekit/agents#4746", raises=BoundedWaitTimeout, match="the desk's answer after update_agent"
@@ -376,14 +390,8 @@ async def enter_form(session: AgentSession[Any]) -> None:
 async def test_handing_back_resumes_the_suspended_agent(
     make_session: MakeSession, kind: str, how: str
 ) -> None:
-    script = [Reply(tool_calls=[tool_call("open_form")])]
-    if how != "update_agent_from_outside":
-        script.append(Reply(tool_calls=[tool_call(how)]))
-    model = scripted_model(kind, script, fallback=answer)
-    journal = Journal()
-    desk = Desk(journal)
-    session = await make_session(desk, llm=model)
-    await enter_form(session)
+    then = [how] if how != "update_agent_from_outside" else []
+    model, journal, desk, session = await in_the_form(make_session, kind, *then)
     before = len(requests(model))
 
     if how == "update_agent_from_outside":
@@ -430,15 +438,7 @@ async def test_handing_back_resumes_the_suspended_agent(
 async def test_handing_off_to_a_new_agent_closes_the_suspended_one(
     make_session: MakeSession, kind: str
 ) -> None:
-    model = scripted_model(
-        kind,
-        [Reply(tool_calls=[tool_call("open_form")]), Reply(tool_calls=[tool_call("to_new_desk")])],
-        fallback=answer,
-    )
-    journal = Journal()
-    desk = Desk(journal)
-    session = await make_session(desk, llm=model)
-    await enter_form(session)
+    model, journal, desk, session = await in_the_form(make_session, kind, "to_new_desk")
     before = len(requests(model))
 
     await bounded(session.run(user_input="I want another desk"), what="session.run() handing off")
@@ -470,15 +470,7 @@ async def test_handing_off_to_a_new_agent_closes_the_suspended_one(
 async def test_task_that_completes_and_hands_off_in_one_tool(make_session: MakeSession, kind: str) -> None:
     """Stock resumes nothing and closes the desk's activity from inside the desk's own tool,
     which waits for itself: ``run()`` never returns."""
-    model = scripted_model(
-        kind,
-        [Reply(tool_calls=[tool_call("open_form")]), Reply(tool_calls=[tool_call("finish_and_transfer")])],
-        fallback=answer,
-    )
-    journal = Journal()
-    desk = Desk(journal)
-    session = await make_session(desk, llm=model)
-    await enter_form(session)
+    model, journal, desk, session = await in_the_form(make_session, kind, "finish_and_transfer")
     before = len(requests(model))
 
     await bounded(session.run(user_input="that's all"), what="session.run() completing and handing off")
@@ -499,19 +491,7 @@ async def test_task_that_completes_and_hands_off_in_one_tool(make_session: MakeS
 @BUG
 @pytest.mark.parametrize("target", ["back_to_desk", "back_to_form", "to_new_desk"])
 async def test_handing_off_from_a_nested_task(make_session: MakeSession, target: str) -> None:
-    model = scripted_model(
-        "pipeline",
-        [
-            Reply(tool_calls=[tool_call("open_form")]),
-            Reply(tool_calls=[tool_call("verify")]),
-            Reply(tool_calls=[tool_call(target)]),
-        ],
-        fallback=answer,
-    )
-    journal = Journal()
-    desk = Desk(journal)
-    session = await make_session(desk, llm=model)
-    await enter_form(session)
+    model, journal, desk, session = await in_the_form(make_session, "pipeline", "verify", target)
     await bounded(session.run(user_input="verify me"), what="session.run() entering the verification")
     verify = session.current_agent
     assert isinstance(verify, VerifyTask)
@@ -558,19 +538,7 @@ async def test_input_while_handing_back_past_a_task_is_for_the_agent_handed_back
 ) -> None:
     """The verification nested in the form hands back to the desk, and the user speaks during
     its on_exit: the form resumes on the way only to leave, and the desk answers the input."""
-    model = scripted_model(
-        kind,
-        [
-            Reply(tool_calls=[tool_call("open_form")]),
-            Reply(tool_calls=[tool_call("verify")]),
-            Reply(tool_calls=[tool_call("back_to_desk")]),
-        ],
-        fallback=answer,
-    )
-    journal = Journal()
-    desk = Desk(journal)
-    session = await make_session(desk, llm=model)
-    await enter_form(session)
+    model, journal, desk, session = await in_the_form(make_session, kind, "verify", "back_to_desk")
     await bounded(session.run(user_input="verify me"), what="session.run() entering the verification")
     assert isinstance(session.current_agent, VerifyTask)
     before = len(requests(model))

@@ -20,22 +20,18 @@ error instead of pausing an agent that is leaving.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import pytest
 from livekit.agents import function_tool
 
 from tests.fakes import (
     BoundedWaitTimeout,
+    FirstCloseHookModel,
     Journal,
     JournalingAgent,
     JournalingTask,
     MakeSession,
     Reply,
     RTGeneration,
-    ScriptedRealtimeModel,
-    ScriptedRealtimeSession,
     bounded,
     tool_call,
 )
@@ -73,35 +69,15 @@ class Desk(Named):
         return result
 
 
-class Model(ScriptedRealtimeModel):
-    """Calls ``on_first_close`` when the first realtime session is closed: the desk's, which
-    a model that cannot be updated closes while the desk is paused for the first task."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.on_first_close: Callable[[], None] | None = None
-
-    def session(self, *, turn_detection_disabled: bool = False) -> ScriptedRealtimeSession:
-        sess = super().session(turn_detection_disabled=turn_detection_disabled)
-        aclose = sess.aclose
-
-        async def watched() -> None:
-            if (hook := self.on_first_close) is not None:
-                self.on_first_close = None
-                hook()
-            await aclose()
-
-        sess.aclose = watched  # type: ignore[method-assign]
-        return sess
-
-
 def speaking(gen: RTGeneration) -> str:
     return f"{gen.instructions} speaking"
 
 
 @BUG
 async def test_the_queued_sibling_is_refused_and_the_run_returns(make_session: MakeSession) -> None:
-    model = Model(
+    # on_first_close runs as the desk's realtime session closes: a model that cannot be updated
+    # closes it while the desk is paused for the task
+    model = FirstCloseHookModel(
         [
             Reply(
                 tool_calls=[

@@ -17,22 +17,18 @@ charge, as an async tool's result that comes back during a handoff does.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import pytest
 from livekit.agents import function_tool
 
 from tests.fakes import (
     BoundedWaitTimeout,
+    FirstCloseHookModel,
     Journal,
     JournalingAgent,
     JournalingTask,
     MakeSession,
     Reply,
     RTGeneration,
-    ScriptedRealtimeModel,
-    ScriptedRealtimeSession,
     bounded,
     tool_call,
 )
@@ -69,35 +65,15 @@ class Desk(Named):
         return result
 
 
-class Model(ScriptedRealtimeModel):
-    """Calls ``on_first_close`` when the first realtime session is closed: the desk's, which
-    a model that cannot be updated closes while the desk is paused for the task."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.on_first_close: Callable[[], None] | None = None
-
-    def session(self, *, turn_detection_disabled: bool = False) -> ScriptedRealtimeSession:
-        sess = super().session(turn_detection_disabled=turn_detection_disabled)
-        aclose = sess.aclose
-
-        async def watched() -> None:
-            if (hook := self.on_first_close) is not None:
-                self.on_first_close = None
-                hook()
-            await aclose()
-
-        sess.aclose = watched  # type: ignore[method-assign]
-        return sess
-
-
 def speaking(gen: RTGeneration) -> str:
     return f"{gen.instructions} speaking"
 
 
 @BUG
 async def test_run_returns_and_the_left_agent_exits(make_session: MakeSession) -> None:
-    model = Model(
+    # on_first_close runs as the desk's realtime session closes: a model that cannot be updated
+    # closes it while the desk is paused for the task
+    model = FirstCloseHookModel(
         [Reply(tool_calls=[tool_call("look_up")])],
         fallback=speaking,
         reuse=False,

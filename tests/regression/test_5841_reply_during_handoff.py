@@ -16,70 +16,39 @@ import asyncio
 from typing import Any
 
 import pytest
-from livekit.agents import Agent, AgentSession, RunContext, function_tool, llm
+from livekit.agents import AgentSession
 from livekit.agents.llm.async_toolset import AsyncToolset
 
-from tests import fakes
 from tests.fakes import (
     ErrorLogCapture,
-    Gate,
-    JournalingAgent,
     LLMCall,
     MakeSession,
     Reply,
     ScriptedLLM,
     bounded,
+    orders,
     tool_call,
     wait_for_event,
+)
+from tests.fakes.orders import (
+    BILLING,
+    CALL_ID,
+    FINAL_ID,
+    FRONT,
+    SHIPPED,
+    Billing,
+    OrderJournal,
+    is_final,
+    order_tool,
 )
 
 BUG = pytest.mark.upstream_bug("livekit/agents#5841")
 
-FRONT = "You are the front desk."
-BILLING = "You are the billing desk."
-CALL_ID = "call_order"
-FINAL_ID = f"{CALL_ID}_final"
-SHIPPED = "Order 42 shipped"
 
-
-class Journal(fakes.Journal):
-    def __init__(self) -> None:
-        super().__init__()
-        self.exit_gates["front"] = Gate("front on_exit")
-        self.tool_gate = Gate("check_order")
-
-
-class Front(JournalingAgent):
-    def __init__(self, journal: Journal, tools: list[Any]) -> None:
-        super().__init__(journal, name="front", instructions=FRONT, tools=tools)
-
+class Front(orders.Front):
     async def on_exit(self) -> None:
         await super().on_exit()  # held on the front desk's exit gate
         self.journal.events.append("exited front")
-
-
-class Billing(Agent):
-    def __init__(self, journal: Journal) -> None:
-        super().__init__(instructions=BILLING)
-        self.journal = journal
-
-    async def on_enter(self) -> None:
-        self.journal.on_enter("billing")
-
-
-def order_tool(journal: Journal) -> llm.FunctionTool:
-    @function_tool(name="check_order")
-    async def check_order(ctx: RunContext) -> str:
-        """Check the caller's order."""
-        await ctx.update("Checking your order")
-        await journal.tool_gate.wait()
-        return SHIPPED
-
-    return check_order
-
-
-def is_final(ev: Any) -> bool:
-    return ev.update.type == "tool_call_ended" and ev.update.call_id == CALL_ID
 
 
 def is_reply_done(ev: Any) -> bool:
@@ -95,7 +64,7 @@ def is_reply_done(ev: Any) -> bool:
 async def test_result_returned_during_on_exit_is_not_answered_by_the_leaving_agent(
     make_session: MakeSession, error_logs: ErrorLogCapture, scope: str
 ) -> None:
-    journal = Journal()
+    journal = OrderJournal()
     toolset = AsyncToolset(id="orders", tools=[order_tool(journal)])
     front = Front(journal, [toolset] if scope == "agent_toolset" else [])
     kwargs: dict[str, Any] = {"tools": [toolset]} if scope == "session_toolset" else {}

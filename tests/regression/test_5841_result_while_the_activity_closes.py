@@ -17,28 +17,20 @@ from typing import Any
 import pytest
 from livekit.agents import AgentSession, RunContext, function_tool
 
-from tests import fakes
-from tests.fakes import Gate, JournalingAgent, LLMCall, MakeSession, Reply, ScriptedLLM, bounded, tool_call
-
-FRONT = "You are the front desk."
-BILLING = "You are the billing desk."
-CALL_ID = "call_order"
-FINAL_ID = f"{CALL_ID}_final"
-SHIPPED = "Order 42 shipped"
-
-
-class Journal(fakes.Journal):
-    def __init__(self) -> None:
-        super().__init__()
-        self.tool_gate = Gate("check_order")
+from tests.fakes import (
+    JournalingAgent,
+    LLMCall,
+    MakeSession,
+    Reply,
+    ScriptedLLM,
+    bounded,
+    orders,
+    tool_call,
+)
+from tests.fakes.orders import BILLING, CALL_ID, FINAL_ID, FRONT, SHIPPED, OrderJournal
 
 
-class Front(JournalingAgent):
-    journal: Journal
-
-    def __init__(self, journal: Journal) -> None:
-        super().__init__(journal, name="front", instructions=FRONT)
-
+class Front(orders.Front):
     @function_tool
     async def check_order(self, ctx: RunContext) -> str:
         """Check the caller's order."""
@@ -48,7 +40,7 @@ class Front(JournalingAgent):
 
 
 class Billing(JournalingAgent):
-    def __init__(self, journal: Journal) -> None:
+    def __init__(self, journal: OrderJournal) -> None:
         super().__init__(journal, name="billing", instructions=BILLING)
 
 
@@ -66,7 +58,7 @@ async def until(cond: Any, what: str) -> None:
 async def test_result_returned_while_leaving_activity_closes_reaches_arriving_agent(
     make_session: MakeSession,
 ) -> None:
-    journal = Journal()
+    journal = OrderJournal(hold_front=False)
     front = Front(journal)
 
     def answer(call: LLMCall) -> str:

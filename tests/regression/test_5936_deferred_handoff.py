@@ -136,6 +136,14 @@ def build(
     return Reception(journal), {"tools": [toolset]}
 
 
+async def start(
+    make_session: MakeSession, journal: Journal, scope: Scope, model: Any, flags: ToolFlag = ToolFlag.NONE
+) -> tuple[Reception, AgentSession[Any]]:
+    """:func:`build` the front desk for ``scope`` and start a session with it on ``model``."""
+    front, kwargs = build(journal, scope, flags)
+    return front, await make_session(front, llm=model, **kwargs)
+
+
 def ask_weather() -> Reply:
     return Reply(tool_calls=[tool_call("get_weather", call_id=CALL_ID)])
 
@@ -253,9 +261,8 @@ async def test_returned_agent_takes_over_after_progress_update(
     make_session: MakeSession, error_logs: ErrorLogCapture, scope: Scope
 ) -> None:
     journal = Journal()
-    front, kwargs = build(journal, scope)
     fake = ScriptedLLM([ask_weather(), HOLD_ON_REPLY], fallback=by_agent)
-    session = await make_session(front, llm=fake, **kwargs)
+    front, session = await start(make_session, journal, scope, fake)
     observed = Observed(session)
 
     await ask_and_hold(session, journal)
@@ -288,11 +295,10 @@ async def test_session_toolset_hands_off_from_the_current_agent(
     make_session: MakeSession, error_logs: ErrorLogCapture
 ) -> None:
     journal = Journal()
-    front, kwargs = build(journal, "session_toolset")
     fake = ScriptedLLM(
         [ask_weather(), HOLD_ON_REPLY, Reply(tool_calls=[tool_call("to_billing")])], fallback=by_agent
     )
-    session = await make_session(front, llm=fake, **kwargs)
+    front, session = await start(make_session, journal, "session_toolset", fake)
     observed = Observed(session)
 
     await ask_and_hold(session, journal)
@@ -323,12 +329,11 @@ async def test_handoff_after_the_user_moved_on(
     make_session: MakeSession, error_logs: ErrorLogCapture, say: str | None
 ) -> None:
     journal = Journal(say=say)
-    front, kwargs = build(journal, "method")
     script: list[Any] = [ask_weather(), HOLD_ON_REPLY, "It is noon."]
     if say is not None:
         script.append(TRANSFER_REPLY)
     fake = ScriptedLLM(script, fallback=by_agent)
-    session = await make_session(front, llm=fake, **kwargs)
+    front, session = await start(make_session, journal, "method", fake)
 
     await ask_and_hold(session, journal)
     await bounded(session.run(user_input="Meanwhile, what time is it?"), what="unrelated turn")
@@ -442,9 +447,8 @@ async def test_agent_scoped_handoff_of_a_replaced_agent_is_dropped(
 ) -> None:
     caplog.set_level(logging.WARNING, logger="livekit.agents")
     journal = Journal()
-    front, kwargs = build(journal, scope)
     fake = ScriptedLLM([ask_weather(), HOLD_ON_REPLY], fallback=by_agent)
-    session = await make_session(front, llm=fake, **kwargs)
+    front, session = await start(make_session, journal, scope, fake)
 
     await ask_and_hold(session, journal)
     if returns == "during_on_exit":
@@ -487,9 +491,10 @@ async def test_no_handoff_when_the_session_closes_first(
     make_session: MakeSession, error_logs: ErrorLogCapture, scope: Scope, cancellable: bool
 ) -> None:
     journal = Journal()
-    front, kwargs = build(journal, scope, ToolFlag.CANCELLABLE if cancellable else ToolFlag.NONE)
     fake = ScriptedLLM([ask_weather(), HOLD_ON_REPLY], fallback=by_agent)
-    session = await make_session(front, llm=fake, **kwargs)
+    front, session = await start(
+        make_session, journal, scope, fake, ToolFlag.CANCELLABLE if cancellable else ToolFlag.NONE
+    )
     observed = Observed(session)
 
     await ask_and_hold(session, journal)
@@ -517,10 +522,9 @@ async def test_cancelled_tool_does_not_hand_off(
     make_session: MakeSession, error_logs: ErrorLogCapture, scope: Scope
 ) -> None:
     journal = Journal()
-    front, kwargs = build(journal, scope, ToolFlag.CANCELLABLE)
     cancel = Reply(tool_calls=[tool_call("lk_agents_cancel_task", {"call_id": CALL_ID})])
     fake = ScriptedLLM([ask_weather(), HOLD_ON_REPLY, cancel, "I've cancelled it."], fallback=by_agent)
-    session = await make_session(front, llm=fake, **kwargs)
+    front, session = await start(make_session, journal, scope, fake, ToolFlag.CANCELLABLE)
     observed = Observed(session)
 
     await ask_and_hold(session, journal)
@@ -546,13 +550,12 @@ async def test_listener_can_veto_the_deferred_handoff(
     make_session: MakeSession, error_logs: ErrorLogCapture, say: str | None
 ) -> None:
     journal = Journal(say=say)
-    front, kwargs = build(journal, "method")
     script: list[Any] = [ask_weather(), HOLD_ON_REPLY]
     if say is not None:
         script.append("Sorry, the weather desk is closed, I can help you myself.")
     script.append("You're welcome.")
     fake = ScriptedLLM(script)
-    session = await make_session(front, llm=fake, **kwargs)
+    front, session = await start(make_session, journal, "method", fake)
     observed = Observed(session)
     vetoed: list[bool] = []
 
@@ -609,13 +612,12 @@ async def test_returned_output_is_voiced_once_by_the_leaving_agent(
     make_session: MakeSession, error_logs: ErrorLogCapture
 ) -> None:
     journal = Journal(say=TRANSFER_TEXT)
-    front, kwargs = build(journal, "method")
 
     def leaving_reply(call: LLMCall) -> str:
         return TRANSFER_REPLY if call.instructions == FRONT else by_agent(call)
 
     fake = ScriptedLLM([ask_weather(), HOLD_ON_REPLY], fallback=leaving_reply)
-    session = await make_session(front, llm=fake, **kwargs)
+    front, session = await start(make_session, journal, "method", fake)
     observed = Observed(session)
 
     await ask_and_hold(session, journal)
@@ -672,11 +674,10 @@ async def test_realtime_handoff_after_the_reply_to_the_update(
     # the update's output to the model
     journal = Journal(say=say)
     journal.tool_gate.open()
-    front, kwargs = build(journal, "method")
     model = ScriptedRealtimeModel(
         [ask_weather()], fallback=rt_answer(journal), auto_tool_reply_generation=auto_reply
     )
-    session = await make_session(front, llm=model, **kwargs)
+    front, session = await start(make_session, journal, "method", model)
 
     ended = asyncio.ensure_future(wait_for_event(session, "tool_execution_updated", is_tool_ended))
     await bounded(session.run(user_input="What's the weather in Paris?"), what="weather turn")

@@ -48,6 +48,7 @@ from tests.fakes import (
     spoken,
     tool_call,
 )
+from tests.fakes.desks import SlowSetup
 
 # where stock refuses the input outright, the exception raised at the user is the bug
 BUG = pytest.mark.upstream_bug(
@@ -81,20 +82,7 @@ class Journal(fakes.Journal):
 
     def toolsets(self, name: str) -> list[llm.Tool | llm.Toolset]:
         gate = self.setup_gates.get(name)
-        return [SlowSetup(gate)] if gate is not None else []
-
-
-class SlowSetup(llm.Toolset):
-    """A toolset whose setup takes a while, like an MCP server connecting: it holds the
-    arriving agent's activity start until the gate opens."""
-
-    def __init__(self, gate: Gate) -> None:
-        super().__init__(id=f"slow_setup_{gate.name.replace(' ', '_')}")
-        self.gate = gate
-
-    async def setup(self) -> SlowSetup:
-        await self.gate.wait()
-        return self
+        return [SlowSetup(gate, id=f"slow_setup_{gate.name.replace(' ', '_')}")] if gate is not None else []
 
 
 class Billing(JournalingAgent):

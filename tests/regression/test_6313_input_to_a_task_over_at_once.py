@@ -13,7 +13,7 @@ from typing import Any
 
 import livekit.agents
 import pytest
-from livekit.agents import function_tool, llm
+from livekit.agents import function_tool
 
 from tests import fakes
 from tests.fakes import (
@@ -28,6 +28,7 @@ from tests.fakes import (
     spoken,
     tool_call,
 )
+from tests.fakes.desks import SlowSetup
 from tests.fakes.history import user_messages
 from tests.fakes.session import settled_on
 
@@ -45,18 +46,6 @@ CHECK_IT = "Check my account."
 TYPED = "My account number is 42."
 
 
-class SlowSetup(llm.Toolset):
-    """Holds the task's activity start until the gate opens, like an MCP server connecting."""
-
-    def __init__(self, gate: Gate) -> None:
-        super().__init__(id="slow_setup_check")
-        self.gate = gate
-
-    async def setup(self) -> SlowSetup:
-        await self.gate.wait()
-        return self
-
-
 class CheckTask(JournalingTask[str]):
     async def on_enter(self) -> None:
         await super().on_enter()
@@ -71,7 +60,12 @@ class Desk(JournalingAgent):
     @function_tool
     async def check_account(self) -> str:
         """Check the caller's account."""
-        result = await CheckTask(self.journal, name="check", instructions=CHECK, tools=[SlowSetup(self.gate)])
+        result = await CheckTask(
+            self.journal,
+            name="check",
+            instructions=CHECK,
+            tools=[SlowSetup(self.gate, id="slow_setup_check")],
+        )
         self.journal.results.append(result)
         return result
 
@@ -106,11 +100,8 @@ async def test_input_while_a_task_that_completes_at_once_starts_is_answered_by_i
     session = await make_session(desk, llm=fake)
 
     session.generate_reply(user_input=CHECK_IT)
-    await gate.reached()
-    try:
+    async with gate.held():
         handle = session.generate_reply(user_input=TYPED)
-    finally:
-        gate.open()
     await bounded(handle, what="the reply to the input")
     await settled_on(session, desk)
 

@@ -18,7 +18,6 @@ own session.
 from __future__ import annotations
 
 import logging
-import sys
 from typing import Any
 
 import pytest
@@ -34,10 +33,10 @@ from tests.fakes.bedrock_stream import (
     sent_texts,
     tool_result_contents,
 )
+from tests.fakes.nova_sonic import NOVA_SONIC_MARKS, nova_session
 
 pytestmark = [
-    pytest.mark.skipif(sys.version_info < (3, 12), reason="the Nova Sonic extra needs Python 3.12+"),
-    pytest.mark.filterwarnings("ignore:datetime.datetime.utcnow:DeprecationWarning"),
+    *NOVA_SONIC_MARKS,
     pytest.mark.upstream_bug("not-yet: Nova Sonic drops an async tool's later updates and final result"),
 ]
 
@@ -84,19 +83,13 @@ def _texts_before(bedrock: FakeBedrock, index: int) -> list[tuple[str, bool, str
     return sent_texts(bedrock.connections[0].sent[:index])
 
 
-async def _start(bedrock: FakeBedrock, make_session: MakeSession, agent: Agent) -> AgentSession[Any]:
-    session = await make_session(agent)
-    await (await bedrock.connection(0)).wait_ready()
-    return session
-
-
 async def test_final_result_reaches_the_model(bedrock: FakeBedrock, make_session: MakeSession) -> None:
     gates = [Gate("second update"), Gate("final")]
     gates[0].open()
     bedrock.reply_when(is_interactive_text(QUESTION), model_turn(tool=("tool-1", "book", {"table": 12})))
     bedrock.reply_when(is_tool_result("tool-1"), model_turn("Checking."))
     bedrock.reply_when(is_interactive_text(), model_turn("Noted."), once=False)
-    session = await _start(bedrock, make_session, Booker(_nova2(), gates))
+    session, _ = await nova_session(bedrock, make_session, Booker(_nova2(), gates))
     await bounded(session.run(user_input=QUESTION))
 
     # the second update, then the final result, each followed by the framework's prompt
@@ -135,7 +128,7 @@ async def test_nova_sonic_1_warns_once(
     gates[1].open()
     bedrock.reply_when(is_tool_result("tool-1"), model_turn("Checking."))
     agent = Booker(RealtimeModel.with_nova_sonic_1(), gates)
-    session = await _start(bedrock, make_session, agent)
+    session, _ = await nova_session(bedrock, make_session, agent)
     conn = bedrock.connections[0]
 
     # Sonic 1 takes no typed turns: the model calls the tool on its own

@@ -14,17 +14,15 @@ own session.
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 from livekit.agents import Agent, function_tool
 
 from tests.fakes import MakeSession, bounded
 from tests.fakes.bedrock_stream import FakeBedrock, is_interactive_text, is_tool_result, model_turn
+from tests.fakes.nova_sonic import NOVA_SONIC_MARKS, nova_session, nova_sonic_2
 
 pytestmark = [
-    pytest.mark.skipif(sys.version_info < (3, 12), reason="the Nova Sonic extra needs Python 3.12+"),
-    pytest.mark.filterwarnings("ignore:datetime.datetime.utcnow:DeprecationWarning"),
+    *NOVA_SONIC_MARKS,
     pytest.mark.upstream_bug("not-yet: a Nova Sonic session's chat_ctx never holds the tool results it sent"),
 ]
 
@@ -33,9 +31,7 @@ QUESTION = "is table 12 free?"
 
 class Host(Agent):
     def __init__(self) -> None:
-        from livekit.plugins.aws.experimental.realtime import RealtimeModel
-
-        super().__init__(instructions="be brief", llm=RealtimeModel.with_nova_sonic_2())
+        super().__init__(instructions="be brief", llm=nova_sonic_2())
 
     @function_tool
     async def check_table(self, table: int) -> str:
@@ -48,9 +44,7 @@ async def test_chat_ctx_holds_the_sent_tool_result(bedrock: FakeBedrock, make_se
         is_interactive_text(QUESTION), model_turn(tool=("call-7", "check_table", {"table": 12}))
     )
     bedrock.reply_when(is_tool_result("call-7"), model_turn("Table 12 is free from 8pm.", audio=False))
-    session = await make_session(Host())
-    conn = await bedrock.connection(0)
-    await conn.wait_ready()
+    session, conn = await nova_session(bedrock, make_session, Host())
 
     await bounded(session.run(user_input=QUESTION), what="the run of the question")
     await conn.wait_sent(is_tool_result("call-7"), what="the toolResult of call-7")

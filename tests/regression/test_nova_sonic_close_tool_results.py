@@ -19,7 +19,6 @@ own session.
 from __future__ import annotations
 
 import asyncio
-import sys
 from typing import Any
 
 import pytest
@@ -33,11 +32,9 @@ from tests.fakes.bedrock_stream import (
     model_turn,
     tool_result_contents,
 )
+from tests.fakes.nova_sonic import NOVA_SONIC_MARKS
 
-pytestmark = [
-    pytest.mark.skipif(sys.version_info < (3, 12), reason="the Nova Sonic extra needs Python 3.12+"),
-    pytest.mark.filterwarnings("ignore:datetime.datetime.utcnow:DeprecationWarning"),
-]
+pytestmark = [*NOVA_SONIC_MARKS]
 
 
 def _result_ctx(rt: Any, call_id: str) -> llm.ChatContext:

@@ -18,7 +18,6 @@ own session.
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import pytest
@@ -31,10 +30,10 @@ from tests.fakes.bedrock_stream import (
     is_interactive_text,
     model_turn,
 )
+from tests.fakes.nova_sonic import NOVA_SONIC_MARKS, nova_session
 
 pytestmark = [
-    pytest.mark.skipif(sys.version_info < (3, 12), reason="the Nova Sonic extra needs Python 3.12+"),
-    pytest.mark.filterwarnings("ignore:datetime.datetime.utcnow:DeprecationWarning"),
+    *NOVA_SONIC_MARKS,
     pytest.mark.upstream_bug("not-yet: a Nova Sonic session closed while connecting keeps its stream open"),
 ]
 
@@ -79,8 +78,7 @@ async def test_task_done_in_on_enter_leaves_no_stream_open(
 ) -> None:
     bedrock.reply_when(is_interactive_text("look it up"), model_turn(tool=("tool-1", "look_up", {})))
     bedrock.reply_when(is_interactive_text(), model_turn("Your record is number 7."))
-    session = await make_session(Desk())
-    await (await bedrock.connection(0)).wait_ready()
+    session, _ = await nova_session(bedrock, make_session, Desk())
 
     await bounded(session.run(user_input="look it up"))
     # the desk, the task (done in its on_enter), the desk resumed
@@ -98,9 +96,7 @@ async def test_task_done_in_on_enter_leaves_no_stream_open(
 
 
 async def test_session_whose_stream_ended_is_closed(bedrock: FakeBedrock, make_session: MakeSession) -> None:
-    session = await make_session(Desk())
-    conn = await bedrock.connection(0)
-    await conn.wait_ready()
+    session, conn = await nova_session(bedrock, make_session, Desk())
     rt = bedrock.sessions[0]
     # the service ends the stream; the session is no longer active
     conn.close_from_server()

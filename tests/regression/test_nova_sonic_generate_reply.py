@@ -15,7 +15,6 @@ own session.
 from __future__ import annotations
 
 import asyncio
-import sys
 from typing import Any
 
 import pytest
@@ -24,10 +23,10 @@ from livekit.agents.voice import SpeechHandle
 
 from tests.fakes import DEFAULT_TIMEOUT, MakeSession, bounded
 from tests.fakes.bedrock_stream import FakeBedrock, is_interactive_text, model_turn, sent_texts
+from tests.fakes.nova_sonic import NOVA_SONIC_MARKS, nova_session
 
 pytestmark = [
-    pytest.mark.skipif(sys.version_info < (3, 12), reason="the Nova Sonic extra needs Python 3.12+"),
-    pytest.mark.filterwarnings("ignore:datetime.datetime.utcnow:DeprecationWarning"),
+    *NOVA_SONIC_MARKS,
     pytest.mark.upstream_bug("not-yet: Nova Sonic generate_reply() without instructions never resolves"),
 ]
 
@@ -79,8 +78,7 @@ async def test_on_enter_reply_without_instructions_is_answered(
     # the model answers the first other prompt it gets with its greeting
     bedrock.reply_when(is_interactive_text(), model_turn(GREETING))
     agent = Greeter()
-    session = await make_session(agent)
-    await (await bedrock.connection(0)).wait_ready()
+    session, _ = await nova_session(bedrock, make_session, agent)
 
     assert await _ends_within(agent.greeting, DEFAULT_TIMEOUT), (
         "generate_reply() without instructions never resolved: its speech holds every later turn"
@@ -104,8 +102,7 @@ async def test_on_enter_reply_fails_in_its_timeout_when_the_model_is_silent(
     (the framework logs it) and the typed turn after it is still answered."""
     bedrock.reply_when(is_interactive_text(QUESTION), model_turn(ANSWER))
     agent = Greeter(reply_timeout=REPLY_TIMEOUT)
-    session = await make_session(agent)
-    await (await bedrock.connection(0)).wait_ready()
+    session, _ = await nova_session(bedrock, make_session, agent)
 
     assert await _ends_within(agent.greeting, REPLY_TIMEOUT + DEFAULT_TIMEOUT), (
         "generate_reply() without instructions neither resolved nor failed in its timeout"

@@ -18,11 +18,10 @@ own session.
 from __future__ import annotations
 
 import asyncio
-import sys
 from typing import Any
 
 import pytest
-from livekit.agents import Agent, AgentSession, RunResult, function_tool, llm
+from livekit.agents import Agent, AgentSession, RunResult, function_tool
 
 from tests.fakes import MakeSession, bounded, wait_for_event
 from tests.fakes.bedrock_stream import (
@@ -33,10 +32,11 @@ from tests.fakes.bedrock_stream import (
     sent_texts,
     tool_result_contents,
 )
+from tests.fakes.history import message_added
+from tests.fakes.nova_sonic import NOVA_SONIC_MARKS, nova_session, nova_sonic_2
 
 pytestmark = [
-    pytest.mark.skipif(sys.version_info < (3, 12), reason="the Nova Sonic extra needs Python 3.12+"),
-    pytest.mark.filterwarnings("ignore:datetime.datetime.utcnow:DeprecationWarning"),
+    *NOVA_SONIC_MARKS,
     pytest.mark.upstream_bug("not-yet: Nova Sonic announces each generation twice; run() returns empty"),
 ]
 
@@ -46,9 +46,7 @@ ANSWER = "We open at nine."
 
 class Concierge(Agent):
     def __init__(self) -> None:
-        from livekit.plugins.aws.experimental.realtime import RealtimeModel
-
-        super().__init__(instructions="be brief", llm=RealtimeModel.with_nova_sonic_2())
+        super().__init__(instructions="be brief", llm=nova_sonic_2())
         self.lookups: list[str] = []
 
     @function_tool
@@ -62,20 +60,6 @@ def _speeches(session: AgentSession[Any]) -> list[Any]:
     speeches: list[Any] = []
     session.on("speech_created", lambda ev: speeches.append(ev.speech_handle))
     return speeches
-
-
-def _answered(session: AgentSession[Any], text: str) -> asyncio.Future[Any]:
-    return asyncio.ensure_future(
-        wait_for_event(
-            session,
-            "conversation_item_added",
-            lambda ev: (
-                isinstance(ev.item, llm.ChatMessage)
-                and ev.item.role == "assistant"
-                and ev.item.text_content == text
-            ),
-        )
-    )
 
 
 def _run_items(result: RunResult[Any]) -> list[tuple[str, str]]:
@@ -94,16 +78,9 @@ def _history(session: AgentSession[Any]) -> list[tuple[str, str]]:
     return [(m.role, m.text_content or "") for m in session.history.messages()]
 
 
-async def _start(bedrock: FakeBedrock, make_session: MakeSession, agent: Agent) -> AgentSession[Any]:
-    session = await make_session(agent)
-    conn = await bedrock.connection(0)
-    await conn.wait_ready()
-    return session
-
-
 async def test_typed_turn_run_holds_the_answer(bedrock: FakeBedrock, make_session: MakeSession) -> None:
     bedrock.reply_when(is_interactive_text(QUESTION), model_turn(ANSWER))
-    session = await _start(bedrock, make_session, Concierge())
+    session, _ = await nova_session(bedrock, make_session, Concierge())
     speeches = _speeches(session)
 
     result = await bounded(session.run(user_input=QUESTION))
@@ -120,7 +97,7 @@ async def test_tool_turn_run_holds_call_output_and_answer(
     bedrock.reply_when(is_interactive_text(QUESTION), model_turn(tool=("tool-1", "lookup", {"q": "hours"})))
     bedrock.reply_when(is_tool_result("tool-1"), model_turn(ANSWER))
     agent = Concierge()
-    session = await _start(bedrock, make_session, agent)
+    session, _ = await nova_session(bedrock, make_session, agent)
     speeches = _speeches(session)
 
     result = await bounded(session.run(user_input=QUESTION))
@@ -141,7 +118,7 @@ async def test_tool_turn_run_holds_call_output_and_answer(
 async def test_spoken_turn_is_one_speech(bedrock: FakeBedrock, make_session: MakeSession) -> None:
     """A turn the server starts on its own (the user spoke): one server-initiated reply, which
     the user's transcript (streamed after completionStart) does not interrupt."""
-    session = await _start(bedrock, make_session, Concierge())
+    session, _ = await nova_session(bedrock, make_session, Concierge())
     speeches = _speeches(session)
     conn = bedrock.connections[0]
 
@@ -164,10 +141,10 @@ async def test_text_pushed_by_update_chat_ctx_is_answered_once(
     by one server-initiated reply."""
     bedrock.reply_when(is_interactive_text(QUESTION), model_turn(ANSWER))
     agent = Concierge()
-    session = await _start(bedrock, make_session, agent)
+    session, _ = await nova_session(bedrock, make_session, agent)
     speeches = _speeches(session)
 
-    answered = _answered(session, ANSWER)
+    answered = message_added(session, "assistant", ANSWER)
     ctx = agent.chat_ctx.copy()
     ctx.add_message(role="user", content=QUESTION)
     await bounded(agent.update_chat_ctx(ctx))

@@ -15,17 +15,15 @@ own session.
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 from livekit.agents import Agent, function_tool, llm
 
 from tests.fakes import MakeSession
 from tests.fakes.bedrock_stream import FakeBedrock, sent_texts
+from tests.fakes.nova_sonic import NOVA_SONIC_MARKS, nova_session, nova_sonic_2
 
 pytestmark = [
-    pytest.mark.skipif(sys.version_info < (3, 12), reason="the Nova Sonic extra needs Python 3.12+"),
-    pytest.mark.filterwarnings("ignore:datetime.datetime.utcnow:DeprecationWarning"),
+    *NOVA_SONIC_MARKS,
     pytest.mark.upstream_bug("not-yet: a new Nova Sonic stream never gets the tool results of its context"),
 ]
 
@@ -34,9 +32,7 @@ MARK = "This is a tool result, not the user speaking."
 
 class Taker(Agent):
     def __init__(self, chat_ctx: llm.ChatContext) -> None:
-        from livekit.plugins.aws.experimental.realtime import RealtimeModel
-
-        super().__init__(instructions="be brief", llm=RealtimeModel.with_nova_sonic_2(), chat_ctx=chat_ctx)
+        super().__init__(instructions="be brief", llm=nova_sonic_2(), chat_ctx=chat_ctx)
 
     @function_tool
     async def check_table(self, table: int) -> str:
@@ -53,9 +49,7 @@ async def test_the_history_holds_the_context_s_tool_results(
     ctx.items.append(
         llm.FunctionCallOutput(call_id="call-7", name="check_table", output="free from 8pm", is_error=False)
     )
-    await make_session(Taker(ctx))
-    conn = await bedrock.connection(0)
-    await conn.wait_ready()
+    _, conn = await nova_session(bedrock, make_session, Taker(ctx))
 
     history = [(role, text) for role, interactive, text in sent_texts(conn.sent) if not interactive]
     results = [text for role, text in history if "(call id call-7)" in text]

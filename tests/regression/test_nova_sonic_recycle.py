@@ -15,14 +15,10 @@ own session; ``FakeBedrock.fire_recycle_timer()`` makes the timer fire at once.
 
 from __future__ import annotations
 
-import asyncio
-import sys
-from typing import Any
-
 import pytest
-from livekit.agents import Agent, AgentSession, llm
+from livekit.agents import Agent
 
-from tests.fakes import MakeSession, bounded, wait_for_event
+from tests.fakes import MakeSession, bounded
 from tests.fakes.bedrock_stream import (
     FakeBedrock,
     event_kind,
@@ -31,11 +27,10 @@ from tests.fakes.bedrock_stream import (
     next_recycle,
     sent_texts,
 )
+from tests.fakes.history import message_added
+from tests.fakes.nova_sonic import NOVA_SONIC_MARKS, nova_sonic_2
 
-pytestmark = [
-    pytest.mark.skipif(sys.version_info < (3, 12), reason="the Nova Sonic extra needs Python 3.12+"),
-    pytest.mark.filterwarnings("ignore:datetime.datetime.utcnow:DeprecationWarning"),
-]
+pytestmark = [*NOVA_SONIC_MARKS]
 
 # stock waits for a second of audio silence, then a second for its response task to exit
 BOUND = 8.0
@@ -43,24 +38,7 @@ BOUND = 8.0
 
 class Host(Agent):
     def __init__(self) -> None:
-        from livekit.plugins.aws.experimental.realtime import RealtimeModel
-
-        super().__init__(instructions="be brief", llm=RealtimeModel.with_nova_sonic_2())
-
-
-def _answer(session: AgentSession[Any], text: str) -> asyncio.Future[Any]:
-    """Resolves once the assistant message ``text`` is added to the history."""
-    return asyncio.ensure_future(
-        wait_for_event(
-            session,
-            "conversation_item_added",
-            lambda ev: (
-                isinstance(ev.item, llm.ChatMessage)
-                and ev.item.role == "assistant"
-                and ev.item.text_content == text
-            ),
-        )
-    )
+        super().__init__(instructions="be brief", llm=nova_sonic_2())
 
 
 @pytest.mark.upstream_bug("not-yet: Nova Sonic's timed session recycle cancels itself; the session dies")
@@ -72,7 +50,7 @@ async def test_timed_recycle_keeps_the_session(
     session = await make_session(Host())
     old = await bedrock.connection(0)
     await old.wait_ready()
-    answered = _answer(session, "Hello there.")
+    answered = message_added(session, "assistant", "Hello there.")
     await bounded(session.run(user_input="hi"))
     await answered
 
@@ -88,7 +66,7 @@ async def test_timed_recycle_keeps_the_session(
     assert kinds[-3:] == ["contentEnd", "promptEnd", "sessionEnd"], kinds[-3:]
     assert old.closed
     # the conversation goes on on the new stream
-    answered = _answer(session, "Yes, still here.")
+    answered = message_added(session, "assistant", "Yes, still here.")
     await bounded(session.run(user_input="still there?"))
     await answered
     assert ("USER", True, "still there?") in sent_texts(new.sent)

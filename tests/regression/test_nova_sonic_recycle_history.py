@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import sys
 
 import pytest
 from livekit.agents import Agent, function_tool
@@ -33,11 +32,9 @@ from tests.fakes.bedrock_stream import (
     model_turn,
     sent_texts,
 )
+from tests.fakes.nova_sonic import NOVA_SONIC_MARKS, nova_session, nova_sonic_2
 
-pytestmark = [
-    pytest.mark.skipif(sys.version_info < (3, 12), reason="the Nova Sonic extra needs Python 3.12+"),
-    pytest.mark.filterwarnings("ignore:datetime.datetime.utcnow:DeprecationWarning"),
-]
+pytestmark = [*NOVA_SONIC_MARKS]
 
 QUESTION = "book table 12"
 # the framework waits 5 s for an automatic reply to a tool result that never gets one
@@ -54,9 +51,7 @@ class Booker(Agent):
     """Its tool adds a tool (which recycles the session), then waits for a gate."""
 
     def __init__(self, gate: Gate) -> None:
-        from livekit.plugins.aws.experimental.realtime import RealtimeModel
-
-        super().__init__(instructions="be brief", llm=RealtimeModel.with_nova_sonic_2())
+        super().__init__(instructions="be brief", llm=nova_sonic_2())
         self.gate = gate
         self.bookings: list[int] = []
 
@@ -74,8 +69,7 @@ class Booker(Agent):
 async def test_recycle_replays_each_turn_once(bedrock: FakeBedrock, make_session: MakeSession) -> None:
     bedrock.reply_when(is_interactive_text("hi"), model_turn("Hello there."))
     agent = Booker(Gate("booking"))
-    session = await make_session(agent)
-    await (await bedrock.connection(0)).wait_ready()
+    session, _ = await nova_session(bedrock, make_session, agent)
     await bounded(session.run(user_input="hi"))
 
     await agent.update_tools([*agent.tools, cancel_booking])  # the tool set changes: a recycle
@@ -101,8 +95,7 @@ async def test_recycle_does_not_ask_again(bedrock: FakeBedrock, make_session: Ma
     bedrock.reply_when(is_interactive_text(containing="table 12 booked"), model_turn("Booked."))
     gate = Gate("booking")
     agent = Booker(gate)
-    session = await make_session(agent)
-    await (await bedrock.connection(0)).wait_ready()
+    session, _ = await nova_session(bedrock, make_session, agent)
 
     run = asyncio.ensure_future(session.run(user_input=QUESTION))
     new = await bedrock.connection(1)  # the tool added a tool: a recycle while it runs

@@ -14,7 +14,6 @@ own session; ``BedrockConnection.fail()`` makes its next ``receive()`` raise.
 from __future__ import annotations
 
 import asyncio
-import sys
 
 import pytest
 from livekit.agents import Agent, function_tool
@@ -27,11 +26,9 @@ from tests.fakes.bedrock_stream import (
     model_turn,
     tool_result_contents,
 )
+from tests.fakes.nova_sonic import NOVA_SONIC_MARKS, nova_session, nova_sonic_2
 
-pytestmark = [
-    pytest.mark.skipif(sys.version_info < (3, 12), reason="the Nova Sonic extra needs Python 3.12+"),
-    pytest.mark.filterwarnings("ignore:datetime.datetime.utcnow:DeprecationWarning"),
-]
+pytestmark = [*NOVA_SONIC_MARKS]
 
 PARSING_ERROR = "Tool Response parsing error"
 # the framework waits 5 s for an automatic reply to a tool result that never gets one
@@ -40,9 +37,7 @@ BOUND = 8.0
 
 class Booker(Agent):
     def __init__(self, gate: Gate) -> None:
-        from livekit.plugins.aws.experimental.realtime import RealtimeModel
-
-        super().__init__(instructions="be brief", llm=RealtimeModel.with_nova_sonic_2())
+        super().__init__(instructions="be brief", llm=nova_sonic_2())
         self.gate = gate
 
     @function_tool
@@ -64,9 +59,7 @@ async def test_parsing_error_keeps_the_calls_still_running(
     )
     bedrock.reply_when(is_tool_result("tool-1"), model_turn("Your table is booked."))
     gate = Gate("booking")
-    session = await make_session(Booker(gate))
-    conn = await bedrock.connection(0)
-    await conn.wait_ready()
+    session, conn = await nova_session(bedrock, make_session, Booker(gate))
 
     run = asyncio.ensure_future(session.run(user_input="book table 12"))
     await gate.reached()

@@ -15,7 +15,6 @@ own session.
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 from livekit.agents import Agent, function_tool
@@ -28,11 +27,9 @@ from tests.fakes.bedrock_stream import (
     model_turn,
     sent_texts,
 )
+from tests.fakes.nova_sonic import NOVA_SONIC_MARKS, nova_session, nova_sonic_2
 
-pytestmark = [
-    pytest.mark.skipif(sys.version_info < (3, 12), reason="the Nova Sonic extra needs Python 3.12+"),
-    pytest.mark.filterwarnings("ignore:datetime.datetime.utcnow:DeprecationWarning"),
-]
+pytestmark = [*NOVA_SONIC_MARKS]
 
 
 @function_tool
@@ -43,17 +40,14 @@ async def cancel_booking(table: int) -> str:
 
 class Host(Agent):
     def __init__(self) -> None:
-        from livekit.plugins.aws.experimental.realtime import RealtimeModel
-
-        super().__init__(instructions="be brief", llm=RealtimeModel.with_nova_sonic_2())
+        super().__init__(instructions="be brief", llm=nova_sonic_2())
 
 
 @pytest.mark.upstream_bug("not-yet: Nova Sonic never declares tools given to an agent that had none")
 async def test_tools_added_to_an_agent_without_tools(bedrock: FakeBedrock, make_session: MakeSession) -> None:
     bedrock.reply_when(is_interactive_text("hi"), model_turn("Hello there."))
     agent = Host()
-    session = await make_session(agent)
-    await (await bedrock.connection(0)).wait_ready()
+    session, _ = await nova_session(bedrock, make_session, agent)
 
     await agent.update_tools([cancel_booking])
     await bounded(session.run(user_input="hi"))

@@ -17,13 +17,12 @@ own session; ``FakeBedrock.fire_recycle_timer()`` makes the recycle timer fire a
 from __future__ import annotations
 
 import asyncio
-import sys
 from typing import Any
 
 import pytest
-from livekit.agents import Agent, AgentSession, function_tool, llm
+from livekit.agents import Agent, AgentSession, function_tool
 
-from tests.fakes import Gate, MakeSession, bounded, wait_for_event
+from tests.fakes import Gate, MakeSession, bounded
 from tests.fakes.bedrock_stream import (
     FakeBedrock,
     is_interactive_text,
@@ -31,10 +30,11 @@ from tests.fakes.bedrock_stream import (
     sent_texts,
     tool_result_contents,
 )
+from tests.fakes.history import message_added
+from tests.fakes.nova_sonic import NOVA_SONIC_MARKS, nova_session, nova_sonic_2
 
 pytestmark = [
-    pytest.mark.skipif(sys.version_info < (3, 12), reason="the Nova Sonic extra needs Python 3.12+"),
-    pytest.mark.filterwarnings("ignore:datetime.datetime.utcnow:DeprecationWarning"),
+    *NOVA_SONIC_MARKS,
     pytest.mark.upstream_bug("not-yet: a Nova Sonic session recycle drops the result of a tool in flight"),
 ]
 
@@ -56,9 +56,7 @@ class Booker(Agent):
     """Its tool waits for a gate; with ``adds_tool`` it first adds a tool (a recycle)."""
 
     def __init__(self, gate: Gate, *, adds_tool: bool) -> None:
-        from livekit.plugins.aws.experimental.realtime import RealtimeModel
-
-        super().__init__(instructions="be brief", llm=RealtimeModel.with_nova_sonic_2())
+        super().__init__(instructions="be brief", llm=nova_sonic_2())
         self.gate = gate
         self.adds_tool = adds_tool
 
@@ -69,21 +67,6 @@ class Booker(Agent):
             await self.update_tools([*self.tools, cancel_booking])
         await self.gate.wait()
         return f"table {table} booked"
-
-
-def _answered(session: AgentSession[Any]) -> asyncio.Future[Any]:
-    return asyncio.ensure_future(
-        wait_for_event(
-            session,
-            "conversation_item_added",
-            lambda ev: (
-                isinstance(ev.item, llm.ChatMessage)
-                and ev.item.role == "assistant"
-                and ev.item.text_content == ANSWER
-            ),
-            timeout=BOUND,
-        )
-    )
 
 
 def _script(bedrock: FakeBedrock) -> None:
@@ -106,10 +89,9 @@ async def _check_result_reached_new_stream(bedrock: FakeBedrock, session: AgentS
 async def test_tool_that_changes_the_tools(bedrock: FakeBedrock, make_session: MakeSession) -> None:
     _script(bedrock)
     gate = Gate("booking")
-    session = await make_session(Booker(gate, adds_tool=True))
-    await (await bedrock.connection(0)).wait_ready()
+    session, _ = await nova_session(bedrock, make_session, Booker(gate, adds_tool=True))
 
-    answered = _answered(session)
+    answered = message_added(session, "assistant", ANSWER, timeout=BOUND)
     run = asyncio.ensure_future(session.run(user_input=QUESTION))
     # the tool added a tool: the session recycles while the tool still runs
     new = await bedrock.connection(1)
@@ -127,12 +109,11 @@ async def test_tool_in_flight_across_the_timed_recycle(
     _script(bedrock)
     bedrock.reply_when(is_interactive_text("hi"), model_turn("Hello there."))
     gate = Gate("booking")
-    session = await make_session(Booker(gate, adds_tool=False))
-    await (await bedrock.connection(0)).wait_ready()
+    session, _ = await nova_session(bedrock, make_session, Booker(gate, adds_tool=False))
     # (stock recycles only once the assistant has spoken on the stream)
     await bounded(session.run(user_input="hi"))
 
-    answered = _answered(session)
+    answered = message_added(session, "assistant", ANSWER, timeout=BOUND)
     run = asyncio.ensure_future(session.run(user_input=QUESTION))
     await gate.reached()
     bedrock.fire_recycle_timer(bedrock.sessions[0])

@@ -39,13 +39,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from typing import Any
 
 import pytest
-from livekit.agents import Agent, AgentSession, function_tool, llm
+from livekit.agents import Agent, AgentSession, function_tool
 
-from tests.fakes import Gate, MakeSession, bounded, wait_for_event
+from tests.fakes import Gate, MakeSession, bounded
 from tests.fakes.bedrock_stream import (
     BedrockConnection,
     FakeBedrock,
@@ -60,11 +59,10 @@ from tests.fakes.bedrock_stream import (
     text_block,
     tool_result_contents,
 )
+from tests.fakes.history import message_added
+from tests.fakes.nova_sonic import NOVA_SONIC_MARKS, nova_session, nova_sonic_2
 
-pytestmark = [
-    pytest.mark.skipif(sys.version_info < (3, 12), reason="the Nova Sonic extra needs Python 3.12+"),
-    pytest.mark.filterwarnings("ignore:datetime.datetime.utcnow:DeprecationWarning"),
-]
+pytestmark = [*NOVA_SONIC_MARKS]
 
 QUESTION = "book table 12"
 RESULT = "table 12 booked"
@@ -99,21 +97,6 @@ class Booker(Agent):
         return f"table {table} booked"
 
 
-def _answered(session: AgentSession[Any], text: str) -> asyncio.Future[Any]:
-    return asyncio.ensure_future(
-        wait_for_event(
-            session,
-            "conversation_item_added",
-            lambda ev: (
-                isinstance(ev.item, llm.ChatMessage)
-                and ev.item.role == "assistant"
-                and ev.item.text_content == text
-            ),
-            timeout=BOUND,
-        )
-    )
-
-
 def _holds_result(e: SentEvent) -> bool:
     body = e["event"].get("textInput") or e["event"].get("toolResult") or {}
     return RESULT in str(body.get("content", ""))
@@ -136,7 +119,7 @@ async def test_stream_error_with_a_tool_in_flight(bedrock: FakeBedrock, make_ses
     old = await bedrock.connection(0)
     await old.wait_ready()
 
-    answered = _answered(session, ANSWER)
+    answered = message_added(session, "assistant", ANSWER, timeout=BOUND)
     run = asyncio.ensure_future(session.run(user_input=QUESTION))
     await gate.reached()
     # a retryable error on the stream: the session restarts on a new one
@@ -250,9 +233,7 @@ class ToolChanger(Agent):
     """Its tool adds a tool (a recycle) and returns."""
 
     def __init__(self) -> None:
-        from livekit.plugins.aws.experimental.realtime import RealtimeModel
-
-        super().__init__(instructions="be brief", llm=RealtimeModel.with_nova_sonic_2())
+        super().__init__(instructions="be brief", llm=nova_sonic_2())
 
     @function_tool
     async def book(self, table: int) -> str:
@@ -291,9 +272,7 @@ async def test_close_as_a_tool_change_recycle_starts(
 ) -> None:
     bedrock.reply_when(is_interactive_text(QUESTION), model_turn(tool=("tool-1", "book", {"table": 12})))
     started, ended = _recycle_started(monkeypatch)
-    session = await make_session(ToolChanger())
-    conn = await bedrock.connection(0)
-    await conn.wait_ready()
+    session, conn = await nova_session(bedrock, make_session, ToolChanger())
 
     session.generate_reply(user_input=QUESTION)
     await bounded(started, what="the tool-change recycle to start")

@@ -14,14 +14,10 @@ own session.
 
 from __future__ import annotations
 
-import asyncio
-import sys
-from typing import Any
-
 import pytest
-from livekit.agents import Agent, AgentSession, RunContext, function_tool, llm
+from livekit.agents import Agent, RunContext, function_tool
 
-from tests.fakes import Gate, MakeSession, bounded, wait_for_event
+from tests.fakes import Gate, MakeSession, bounded
 from tests.fakes.bedrock_stream import (
     FakeBedrock,
     SentEvent,
@@ -30,10 +26,11 @@ from tests.fakes.bedrock_stream import (
     model_turn,
     sent_texts,
 )
+from tests.fakes.history import message_added
+from tests.fakes.nova_sonic import NOVA_SONIC_MARKS, nova_session, nova_sonic_2
 
 pytestmark = [
-    pytest.mark.skipif(sys.version_info < (3, 12), reason="the Nova Sonic extra needs Python 3.12+"),
-    pytest.mark.filterwarnings("ignore:datetime.datetime.utcnow:DeprecationWarning"),
+    *NOVA_SONIC_MARKS,
     pytest.mark.upstream_bug("not-yet: Nova Sonic sends a spoken turn's transcript again as typed text"),
 ]
 
@@ -46,9 +43,7 @@ class Booker(Agent):
     """Its tool reports progress twice, then returns; the second update waits for its gate."""
 
     def __init__(self) -> None:
-        from livekit.plugins.aws.experimental.realtime import RealtimeModel
-
-        super().__init__(instructions="be brief", llm=RealtimeModel.with_nova_sonic_2())
+        super().__init__(instructions="be brief", llm=nova_sonic_2())
         self.gate = Gate("second update")
 
     @function_tool
@@ -58,20 +53,6 @@ class Booker(Agent):
         await self.gate.wait()
         await ctx.update("holding the table")
         return f"table {table} booked"
-
-
-def _user_said(session: AgentSession[Any], text: str) -> asyncio.Future[Any]:
-    return asyncio.ensure_future(
-        wait_for_event(
-            session,
-            "conversation_item_added",
-            lambda ev: (
-                isinstance(ev.item, llm.ChatMessage)
-                and ev.item.role == "user"
-                and ev.item.text_content == text
-            ),
-        )
-    )
 
 
 def _is_follow_up(e: SentEvent) -> bool:
@@ -87,12 +68,6 @@ def _typed(bedrock: FakeBedrock, text: str) -> int:
     )
 
 
-async def _start(bedrock: FakeBedrock, make_session: MakeSession, agent: Agent) -> AgentSession[Any]:
-    session = await make_session(agent)
-    await (await bedrock.connection(0)).wait_ready()
-    return session
-
-
 async def test_spoken_turn_not_resent_by_an_async_tool_update(
     bedrock: FakeBedrock, make_session: MakeSession
 ) -> None:
@@ -102,10 +77,10 @@ async def test_spoken_turn_not_resent_by_an_async_tool_update(
     bedrock.reply_when(is_tool_result("tool-1"), model_turn("Checking."))
     bedrock.reply_when(is_interactive_text(), model_turn("Noted."), once=False)
     agent = Booker()
-    session = await _start(bedrock, make_session, agent)
+    session, _ = await nova_session(bedrock, make_session, agent)
     conn = bedrock.connections[0]
 
-    said = _user_said(session, QUESTION)
+    said = message_added(session, "user", QUESTION)
     conn.push(model_turn("Which table?", user=QUESTION))
     await said
     await bounded(session.wait_for_idle())
@@ -126,10 +101,10 @@ async def test_spoken_turn_not_resent_when_the_agent_updates_its_context(
 ) -> None:
     """After a spoken turn the agent adds a note to its context: only the note is new."""
     agent = Booker()
-    session = await _start(bedrock, make_session, agent)
+    session, _ = await nova_session(bedrock, make_session, agent)
     conn = bedrock.connections[0]
 
-    said = _user_said(session, QUESTION)
+    said = message_added(session, "user", QUESTION)
     conn.push(model_turn("Which day?", user=QUESTION))
     await said
     await bounded(session.wait_for_idle())

@@ -16,7 +16,6 @@ own session.
 from __future__ import annotations
 
 import asyncio
-import sys
 from typing import Any
 
 import pytest
@@ -30,10 +29,10 @@ from tests.fakes.bedrock_stream import (
     sent_texts,
     tool_result_contents,
 )
+from tests.fakes.nova_sonic import NOVA_SONIC_MARKS, nova_session, nova_sonic_2
 
 pytestmark = [
-    pytest.mark.skipif(sys.version_info < (3, 12), reason="the Nova Sonic extra needs Python 3.12+"),
-    pytest.mark.filterwarnings("ignore:datetime.datetime.utcnow:DeprecationWarning"),
+    *NOVA_SONIC_MARKS,
     pytest.mark.upstream_bug("not-yet: Nova Sonic drops the result of a tool that awaited an AgentTask"),
 ]
 
@@ -56,9 +55,7 @@ class LookupTask(AgentTask[str]):
 
 class Desk(Agent):
     def __init__(self) -> None:
-        from livekit.plugins.aws.experimental.realtime import RealtimeModel
-
-        super().__init__(instructions="be brief", llm=RealtimeModel.with_nova_sonic_2())
+        super().__init__(instructions="be brief", llm=nova_sonic_2())
 
     @function_tool
     async def look_up(self) -> str:
@@ -99,8 +96,7 @@ async def test_task_result_reaches_the_resumed_agent(
     # the model answers the next prompt it gets: on the agent's new stream, the result
     bedrock.reply_when(is_interactive_text(), model_turn(ANSWER))
     result_given = _spy_results(monkeypatch)
-    session = await make_session(Desk())
-    await (await bedrock.connection(0)).wait_ready()
+    session, _ = await nova_session(bedrock, make_session, Desk())
 
     result = await bounded(session.run(user_input=QUESTION), RUN_BOUND)
     await bounded(result_given.wait(), what="the tool's result to reach the plugin")

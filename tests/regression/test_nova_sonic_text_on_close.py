@@ -14,17 +14,16 @@ own session; it holds the text block's start on the wire until the test lets it 
 from __future__ import annotations
 
 import asyncio
-import sys
 
 import pytest
 from livekit.agents import Agent
 
 from tests.fakes import DEFAULT_TIMEOUT, Gate, MakeSession, bounded
 from tests.fakes.bedrock_stream import FakeBedrock, SentEvent, event_kind
+from tests.fakes.nova_sonic import NOVA_SONIC_MARKS, nova_session, nova_sonic_2
 
 pytestmark = [
-    pytest.mark.skipif(sys.version_info < (3, 12), reason="the Nova Sonic extra needs Python 3.12+"),
-    pytest.mark.filterwarnings("ignore:datetime.datetime.utcnow:DeprecationWarning"),
+    *NOVA_SONIC_MARKS,
     pytest.mark.upstream_bug("not-yet: Nova Sonic keeps sending text after the session closed"),
 ]
 
@@ -33,9 +32,7 @@ QUESTION = "when do you open?"
 
 class Concierge(Agent):
     def __init__(self) -> None:
-        from livekit.plugins.aws.experimental.realtime import RealtimeModel
-
-        super().__init__(instructions="be brief", llm=RealtimeModel.with_nova_sonic_2())
+        super().__init__(instructions="be brief", llm=nova_sonic_2())
 
 
 def _interactive_text_start(e: SentEvent) -> bool:
@@ -51,9 +48,7 @@ def _text_tasks() -> list[asyncio.Task[object]]:
 
 async def test_close_stops_the_text_in_flight(bedrock: FakeBedrock, make_session: MakeSession) -> None:
     agent = Concierge()
-    session = await make_session(agent)
-    conn = await bedrock.connection(0)
-    await conn.wait_ready()
+    session, conn = await nova_session(bedrock, make_session, agent)
     held = Gate("the user text on the wire")
     conn.hold_matching = (_interactive_text_start, held)
 

@@ -15,7 +15,6 @@ own session.
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -30,10 +29,10 @@ from tests.fakes.bedrock_stream import (
     is_tool_result,
     model_turn,
 )
+from tests.fakes.nova_sonic import NOVA_SONIC_MARKS, nova_session, nova_sonic_2
 
 pytestmark = [
-    pytest.mark.skipif(sys.version_info < (3, 12), reason="the Nova Sonic extra needs Python 3.12+"),
-    pytest.mark.filterwarnings("ignore:datetime.datetime.utcnow:DeprecationWarning"),
+    *NOVA_SONIC_MARKS,
     pytest.mark.upstream_bug("not-yet: Nova Sonic warns about tool_choice on every follow-up reply"),
 ]
 
@@ -45,9 +44,7 @@ class Booker(Agent):
     """Its tool reports progress twice, then returns; the later steps wait for their gates."""
 
     def __init__(self) -> None:
-        from livekit.plugins.aws.experimental.realtime import RealtimeModel
-
-        super().__init__(instructions="be brief", llm=RealtimeModel.with_nova_sonic_2())
+        super().__init__(instructions="be brief", llm=nova_sonic_2())
         self.gates = [Gate("second update"), Gate("final")]
 
     @function_tool
@@ -81,8 +78,7 @@ async def test_no_request_no_warning(
     bedrock: FakeBedrock, make_session: MakeSession, caplog: pytest.LogCaptureFixture, tool_choice: Any
 ) -> None:
     agent = Booker()
-    await make_session(agent)
-    await (await bedrock.connection(0)).wait_ready()
+    await nova_session(bedrock, make_session, agent)
 
     with caplog.at_level(logging.WARNING, logger="livekit.plugins.aws"):
         agent.realtime_llm_session.update_options(tool_choice=tool_choice)
@@ -98,8 +94,7 @@ async def test_async_tool_follow_ups_warn_once(
     bedrock.reply_when(is_tool_result("tool-1"), model_turn("Checking."))
     bedrock.reply_when(is_interactive_text(), model_turn("Noted."), once=False)
     agent = Booker()
-    session = await make_session(agent)
-    await (await bedrock.connection(0)).wait_ready()
+    session, _ = await nova_session(bedrock, make_session, agent)
 
     agent.gates[0].open()
     await bounded(session.run(user_input=QUESTION))

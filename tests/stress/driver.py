@@ -5,6 +5,7 @@ loop; the runner gives each scenario an event loop of its own."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from livekit.agents import Agent, AgentSession, AgentTask, RunContext, ToolError, function_tool, llm
@@ -296,9 +297,69 @@ async def _settle(session: AgentSession[Any], probe: Probe) -> bool:
     return True
 
 
-def allowed_errors(sc: Scenario) -> list[str]:
+def allowed_errors(sc: Any) -> list[str]:
+    """The ``ALLOWED_ERRORS`` patterns the returns and actions of ``sc`` (a :class:`Scenario`, or
+    one of another mode with the same ``turns``) can cause."""
     used = {step.returns for turn in sc.turns for step in turn.tools} | {turn.action for turn in sc.turns}
     return [pattern for cause, pattern in ALLOWED_ERRORS.items() if set(cause.split("+")) <= used]
+
+
+async def run_turns(
+    session: AgentSession[Any],
+    sc: Any,
+    act: Callable[[int], Awaitable[asyncio.Future[Any] | None]],
+    out: list[Violation],
+) -> asyncio.Future[Any] | None:
+    """The user turns of ``sc``: each a ``session.run()``, with ``act(i)`` (the turn's action)
+    alongside; appends to ``out`` what a run did wrong. Stops at the turn whose action closed the
+    session and returns that close, or at a run that never returned (then ``None``)."""
+    closing: asyncio.Future[Any] | None = None
+    for i, turn in enumerate(sc.turns):
+        if i:  # the next user turn comes once the previous one is over, as a client would
+            await _within(_idle(session), inv.RUN_BOUND)
+        try:
+            run = session.run(user_input=user_text(i))
+        except RuntimeError as e:
+            out.append(Violation("run_returns", f"turn {i}: run() raised {e!r}"))
+            break
+        action = asyncio.ensure_future(act(i))
+        finished, exc = await _within(run, inv.RUN_BOUND)
+        if not finished:
+            out.append(Violation("run_returns", f"turn {i}: run() still pending after {inv.RUN_BOUND}s"))
+        elif exc is not None and not (turn.action == "close" and "session closed" in str(exc)):
+            out.append(Violation("run_returns", f"turn {i}: run() raised {exc!r}"))
+        await _within(action, inv.RUN_BOUND)
+        closing = action.result() if action.done() and not action.cancelled() else None
+        if closing is not None or not finished:
+            break
+    return closing
+
+
+async def close_and_check(
+    session: AgentSession[Any],
+    probe: Probe,
+    closing: asyncio.Future[Any] | None,
+    out: list[Violation],
+    *,
+    before_close: Callable[[], None] | None = None,
+) -> None:
+    """Unless a turn's action closed the session already (``closing``): let it settle, check
+    it, call ``before_close`` and close it. Then wait for the close and check the invariants of
+    the whole scenario, appending to ``out``."""
+    if closing is None:
+        if not await _settle(session, probe):
+            out.append(Violation("settles", f"tools running: {probe.tools_running}"))
+        out += inv.check_active(probe, session, closed=False)
+        if before_close is not None:
+            before_close()
+        closing = asyncio.ensure_future(session.aclose())
+    finished, exc = await _within(closing, inv.CLOSE_BOUND)
+    if not finished or exc is not None:
+        out.append(Violation("aclose_returns", f"finished={finished} raised={exc!r}"))
+    out += inv.check_active(probe, session, closed=True)
+    out += inv.check_enter_exit(probe)
+    out += inv.check_late_generations(probe)
+    out += inv.check_history(session)
 
 
 async def run_scenario(sc: Scenario) -> list[Violation]:
@@ -317,38 +378,8 @@ async def run_scenario(sc: Scenario) -> list[Violation]:
         session.on("speech_created", lambda ev: probe.speech_created(ev.speech_handle.id))
         await session.start(world.new_agent(), record=False)
 
-        closing: asyncio.Future[Any] | None = None
-        for i, turn in enumerate(sc.turns):
-            if i:  # the next user turn comes once the previous one is over, as a client would
-                await _within(_idle(session), inv.RUN_BOUND)
-            try:
-                run = session.run(user_input=user_text(i))
-            except RuntimeError as e:
-                out.append(Violation("run_returns", f"turn {i}: run() raised {e!r}"))
-                break
-            action = asyncio.ensure_future(_act(session, world, i))
-            finished, exc = await _within(run, inv.RUN_BOUND)
-            if not finished:
-                out.append(Violation("run_returns", f"turn {i}: run() still pending after {inv.RUN_BOUND}s"))
-            elif exc is not None and not (turn.action == "close" and "session closed" in str(exc)):
-                out.append(Violation("run_returns", f"turn {i}: run() raised {exc!r}"))
-            await _within(action, inv.RUN_BOUND)
-            closing = action.result() if action.done() and not action.cancelled() else None
-            if closing is not None or not finished:
-                break
-
-        if closing is None:
-            if not await _settle(session, probe):
-                out.append(Violation("settles", f"tools running: {probe.tools_running}"))
-            out += inv.check_active(probe, session, closed=False)
-            closing = asyncio.ensure_future(session.aclose())
-        finished, exc = await _within(closing, inv.CLOSE_BOUND)
-        if not finished or exc is not None:
-            out.append(Violation("aclose_returns", f"finished={finished} raised={exc!r}"))
-        out += inv.check_active(probe, session, closed=True)
-        out += inv.check_enter_exit(probe)
-        out += inv.check_late_generations(probe)
-        out += inv.check_history(session)
+        closing = await run_turns(session, sc, lambda i: _act(session, world, i), out)
+        await close_and_check(session, probe, closing, out)
     finally:
         await hygiene.close()
     out += hygiene.violations()

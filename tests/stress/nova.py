@@ -48,20 +48,20 @@ from tests.fakes.bedrock_stream import (
 
 from . import invariants as inv
 from .driver import (
-    ALLOWED_ERRORS,
     StressAgent,
     StressTask,
     World,
-    _idle,
-    _settle,
     _within,
+    allowed_errors,
+    close_and_check,
     current_speech,
+    run_turns,
     ticks,
     user_text,
 )
 from .hygiene import ScenarioHygiene
 from .invariants import Probe, Violation
-from .scenario import MAX_TOOLS, SCOPES, TICKS, Scope, ToolStep, _tool_step
+from .scenario import MAX_TOOLS, SCOPES, TICKS, Scope, ToolStep, _tool_step, turn_candidates, valid
 
 NOVA_INVARIANTS: dict[str, str] = {
     "tool_output_reached_model": "every function_call_output in session.history reached the model: "
@@ -141,46 +141,13 @@ def generate(seed: int) -> NovaScenario:
     )
 
 
-def valid(sc: NovaScenario) -> bool:
-    """Only plain agent tools await an inline AgentTask (as in the text mode)."""
-    return all(
-        step.returns != "task" or (sc.scopes[k] == "agent" and not step.update)
-        for turn in sc.turns
-        for k, step in enumerate(turn.tools)
-    )
-
-
 def shrink_candidates(sc: NovaScenario) -> Iterator[NovaScenario]:
     """Valid, strictly simpler variants of ``sc``, most aggressive first."""
     return (c for c in _candidates(sc) if valid(c))
 
 
 def _candidates(sc: NovaScenario) -> Iterator[NovaScenario]:
-    turns = sc.turns
-    for i in range(len(turns)):
-        if len(turns) > 1:
-            yield dataclasses.replace(sc, turns=turns[:i] + turns[i + 1 :])
-    for i, turn in enumerate(turns):
-
-        def with_turn(t: NovaTurn, i: int = i) -> NovaScenario:
-            return dataclasses.replace(sc, turns=turns[:i] + (t,) + turns[i + 1 :])
-
-        if turn.action != "none":
-            yield with_turn(dataclasses.replace(turn, action="none", action_ticks=0))
-        if turn.action_ticks:
-            yield with_turn(dataclasses.replace(turn, action_ticks=0))
-        for k in range(len(turn.tools)):
-            yield with_turn(dataclasses.replace(turn, tools=turn.tools[:k] + turn.tools[k + 1 :]))
-        for k, step in enumerate(turn.tools):
-            simpler = []
-            if step.update:
-                simpler.append(dataclasses.replace(step, update=False))
-            if step.ticks:
-                simpler.append(dataclasses.replace(step, ticks=0))
-            if step.returns not in ("none", "text"):
-                simpler.append(dataclasses.replace(step, returns="text"))
-            for s in simpler:
-                yield with_turn(dataclasses.replace(turn, tools=turn.tools[:k] + (s,) + turn.tools[k + 1 :]))
+    yield from turn_candidates(sc)
     if sc.enter_reply:
         yield dataclasses.replace(sc, enter_reply=False)
     if sc.early_input:
@@ -449,14 +416,9 @@ async def _act(session: AgentSession[Any], world: NovaWorld, turn: int) -> async
     return None
 
 
-def nova_allowed_errors(sc: NovaScenario) -> list[str]:
-    used = {step.returns for turn in sc.turns for step in turn.tools} | {turn.action for turn in sc.turns}
-    return [pattern for cause, pattern in ALLOWED_ERRORS.items() if set(cause.split("+")) <= used]
-
-
 async def run_scenario(sc: NovaScenario) -> list[Violation]:
     probe = Probe()
-    hygiene = ScenarioHygiene(nova_allowed_errors(sc))
+    hygiene = ScenarioHygiene(allowed_errors(sc))
     hygiene.install()
     out: list[Violation] = []
     monkeypatch = pytest.MonkeyPatch()
@@ -472,39 +434,12 @@ async def run_scenario(sc: NovaScenario) -> list[Violation]:
         if not sc.early_input:
             await _within((await server.connection(0)).wait_ready(), inv.RUN_BOUND)
 
-        closing: asyncio.Future[Any] | None = None
-        for i, turn in enumerate(sc.turns):
-            if i:
-                await _within(_idle(session), inv.RUN_BOUND)
-            try:
-                run = session.run(user_input=user_text(i))
-            except RuntimeError as e:
-                out.append(Violation("run_returns", f"turn {i}: run() raised {e!r}"))
-                break
-            action = asyncio.ensure_future(_act(session, world, i))
-            finished, exc = await _within(run, inv.RUN_BOUND)
-            if not finished:
-                out.append(Violation("run_returns", f"turn {i}: run() still pending after {inv.RUN_BOUND}s"))
-            elif exc is not None and not (turn.action == "close" and "session closed" in str(exc)):
-                out.append(Violation("run_returns", f"turn {i}: run() raised {exc!r}"))
-            await _within(action, inv.RUN_BOUND)
-            closing = action.result() if action.done() and not action.cancelled() else None
-            if closing is not None or not finished:
-                break
+        closing = await run_turns(session, sc, lambda i: _act(session, world, i), out)
 
-        if closing is None:
-            if not await _settle(session, probe):
-                out.append(Violation("settles", f"tools running: {probe.tools_running}"))
-            out += inv.check_active(probe, session, closed=False)
+        def closed_now() -> None:
             world.closed_at = time.time()
-            closing = asyncio.ensure_future(session.aclose())
-        finished, exc = await _within(closing, inv.CLOSE_BOUND)
-        if not finished or exc is not None:
-            out.append(Violation("aclose_returns", f"finished={finished} raised={exc!r}"))
-        out += inv.check_active(probe, session, closed=True)
-        out += inv.check_enter_exit(probe)
-        out += inv.check_late_generations(probe)
-        out += inv.check_history(session)
+
+        await close_and_check(session, probe, closing, out, before_close=closed_now)
         out += world.check_tool_outputs(session, world.closed_at)
         out += world.check_protocol()
     finally:

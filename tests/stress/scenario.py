@@ -17,7 +17,7 @@ import dataclasses
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 Return = Literal["none", "text", "agent", "agent_text", "tool_error", "exception", "task"]
 Scope = Literal["agent", "agent_toolset", "session_toolset"]
@@ -129,8 +129,12 @@ def generate(seed: int) -> Scenario:
     )
 
 
-def valid(sc: Scenario) -> bool:
-    """Only plain agent tools await an inline AgentTask (see ``_tool_step``)."""
+S = TypeVar("S")
+
+
+def valid(sc: Any) -> bool:
+    """Only plain agent tools await an inline AgentTask (see ``_tool_step``); ``sc`` is a
+    :class:`Scenario` or one of another mode with the same ``scopes`` and ``turns``."""
     return all(
         step.returns != "task" or (sc.scopes[k] == "agent" and not step.update)
         for turn in sc.turns
@@ -143,14 +147,17 @@ def shrink_candidates(sc: Scenario) -> Iterator[Scenario]:
     return (c for c in _candidates(sc) if valid(c))
 
 
-def _candidates(sc: Scenario) -> Iterator[Scenario]:
+def turn_candidates(sc: S) -> Iterator[S]:
+    """The simpler variants of ``sc`` (a :class:`Scenario` or one of another mode with the same
+    ``turns``) its turns make: a turn dropped, its action or the action's ticks, a tool dropped, a
+    tool's step made simpler; most aggressive first."""
     turns = sc.turns
     for i in range(len(turns)):  # drop a turn
         if len(turns) > 1:
             yield dataclasses.replace(sc, turns=turns[:i] + turns[i + 1 :])
     for i, turn in enumerate(turns):
 
-        def with_turn(t: Turn, i: int = i) -> Scenario:
+        def with_turn(t: Any, i: int = i) -> S:
             return dataclasses.replace(sc, turns=turns[:i] + (t,) + turns[i + 1 :])
 
         if turn.action != "none":
@@ -169,6 +176,10 @@ def _candidates(sc: Scenario) -> Iterator[Scenario]:
                 simpler.append(dataclasses.replace(step, returns="text"))
             for s in simpler:
                 yield with_turn(dataclasses.replace(turn, tools=turn.tools[:k] + (s,) + turn.tools[k + 1 :]))
+
+
+def _candidates(sc: Scenario) -> Iterator[Scenario]:
+    yield from turn_candidates(sc)
     if sc.enter_reply:
         yield dataclasses.replace(sc, enter_reply=False)
     if sc.audio:
