@@ -149,8 +149,9 @@ class RTGeneration:
     outcome: Literal["pending", "completed", "interrupted", "error"] = "pending"
     under_way: tuple[int, ...] = ()
     """Indexes of this session's generations still under way when this one was created (not
-    interrupted, their text not read to its end yet): what they say is not in ``chat_ctx``,
-    the session adds a reply to its context once it was said."""
+    interrupted, not completed, their text not read to its end yet): what they say is not in
+    ``chat_ctx``. The session adds a reply to its context once it completed, read or not (a
+    server generates it either way), or, interrupted, what the framework read of it."""
     interrupt_requested: bool = False
     """``interrupt()`` reached it (the session's or the session closing), also while its streams
     are still open (``outcome`` says how it ended once they closed)."""
@@ -300,6 +301,9 @@ class ScriptedRealtimeSession(llm.RealtimeSession[Any]):
         self._tools = llm.ToolContext.empty()
         self._active: set[_Generation] = set()
         self._under_way: set[_Generation] = set()
+        self._truncated: dict[str, str] = {}
+        self._kept_by: dict[str, int] = {}
+        """Ids of the items generations added to ``_chat_ctx``, with the generation's index."""
 
     def __repr__(self) -> str:
         return f"ScriptedRealtimeSession(#{self.index}, closed={self.closed})"
@@ -443,6 +447,11 @@ class ScriptedRealtimeSession(llm.RealtimeSession[Any]):
             audio_end_ms=audio_end_ms,
             audio_transcript=audio_transcript if isinstance(audio_transcript, str) else None,
         )
+        if isinstance(audio_transcript, str):
+            # like a server: what the caller did not hear of the message leaves the context
+            self._truncated[message_id] = audio_transcript
+            if isinstance(msg := self._chat_ctx.get_by_id(message_id), llm.ChatMessage):
+                msg.content = [audio_transcript]
 
     def start_user_activity(self) -> None:
         self._record("start_user_activity")
@@ -694,22 +703,41 @@ class _Generation:
         if self._open_streams > 0:
             return
         self._session._active.discard(self)
-        # like a server, keep what was generated in the session's own context
-        self._keep_text()
-        self._session._chat_ctx.items.extend(self._calls_sent)
+        self._session._under_way.discard(self)
+        # like a server, keep what was generated in the session's own context: all of a
+        # response that completed, whether the client read its text or not (a server generates
+        # it either way), what the client read of one interrupted (the part generated)
+        reply = self.record.reply
+        self._keep_text(
+            "".join(reply.chunks) if reply is not None and not self._interrupted.is_set() else None
+        )
+        self._place(self._calls_sent)
         self.record._finish("interrupted" if self._interrupted.is_set() else "completed")
 
-    def _keep_text(self) -> None:
-        """Add the text streamed so far to the session's context, once: when the streams
+    def _keep_text(self, text: str | None = None) -> None:
+        """Add the text generated so far to the session's context, once: when the streams
         closed, or when the text stream ended after them (it is read after the message stream
-        ended)."""
-        if self._text_kept or not self._text_sent:
+        ended); as truncated, if the framework truncated the message first. ``text``: the
+        whole reply, generated (else the text the framework read of it)."""
+        text = text or "".join(self._text_sent)
+        if self._text_kept or not text:
             return
         self._session._under_way.discard(self)
         self._text_kept = True
-        self._session._chat_ctx.add_message(
-            role="assistant", content="".join(self._text_sent), id=self._message_id
+        text = self._session._truncated.get(self._message_id, text)
+        self._place([llm.ChatMessage(role="assistant", content=[text], id=self._message_id)])
+
+    def _place(self, items: list[llm.ChatItem]) -> None:
+        """Add ``items`` to the session's context in the order of the generations, as a server
+        answers one response after the other: before what a generation created after this one
+        (which completed first) added."""
+        ctx_items = self._session._chat_ctx.items
+        later = self._session._kept_by
+        at = next(
+            (k for k, i in enumerate(ctx_items) if later.get(i.id, -1) > self.record.index), len(ctx_items)
         )
+        ctx_items[at:at] = items
+        later.update(dict.fromkeys((i.id for i in items), self.record.index))
 
 
 async def _empty_audio() -> AsyncIterator[rtc.AudioFrame]:

@@ -223,6 +223,44 @@ async def test_realtime_session_keeps_what_it_said() -> None:
     assert not second.interrupt_requested
 
 
+async def test_realtime_session_keeps_a_reply_it_completed_unread() -> None:
+    # a server generates a response whether the client reads it or not: one the framework
+    # dropped before it played (it read the message stream, never the text) is in the context
+    # in full once it completed; of one interrupted, what was read; truncate() cuts what the
+    # caller did not hear, as a server removes it
+    model = ScriptedRealtimeModel(["never played", "cut short", Reply(["heard ", "in part"])])
+    rt = model.session()
+    created: list[Any] = []
+    rt.on("generation_created", created.append)
+
+    async def read(ev: Any, *, text: bool) -> str:
+        said = ""
+        async for msg in ev.message_stream:
+            if text:
+                said += "".join([chunk async for chunk in msg.text_stream])
+        async for _ in ev.function_stream:
+            pass
+        return said
+
+    dropped = rt.emit_generation()
+    assert await bounded(read(created[-1], text=False)) == ""
+    assert await bounded(dropped.done) == "completed"
+
+    cut = rt.emit_generation()
+    rt.interrupt()
+    assert await bounded(read(created[-1], text=True)) == ""
+    assert await bounded(cut.done) == "interrupted"
+
+    heard = rt.emit_generation()
+    assert await bounded(read(created[-1], text=True)) == "heard in part"
+    assert heard.message_id is not None
+    rt.truncate(message_id=heard.message_id, modalities=["text"], audio_end_ms=0, audio_transcript="heard ")
+    await rt.aclose()
+
+    assert [m.text_content for m in rt._chat_ctx.messages()] == ["never played", "heard "]
+    assert (dropped.under_way, cut.under_way, heard.under_way) == ((), (), ())
+
+
 async def test_realtime_auto_tool_reply() -> None:
     model = ScriptedRealtimeModel(
         [Reply(tool_calls=[tool_call("lookup")]), "it is 42"], auto_tool_reply_generation=True
