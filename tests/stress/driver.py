@@ -178,7 +178,6 @@ class World:
 
     async def _run_tool(self, ctx: RunContext, key: str) -> Any:
         step = self.plan[key]
-        self.probe.call_speech[ctx.function_call.call_id] = ctx.speech_handle.id
         self.probe.tool_started()
         try:
             if step.update:

@@ -64,12 +64,6 @@ class Violation:
         assert self.invariant in INVARIANTS or self.invariant in MODE_INVARIANTS, self.invariant
 
 
-ASYNC_RESULTS_PROMPT = re.compile(
-    r"New results arrived from background tool calls \(call_ids: \[([^\]]*)\]\)"
-)
-"""The framework's prompt for a reply to async tool results, which names their calls."""
-
-
 @dataclass(frozen=True)
 class Generation:
     seq: int
@@ -82,8 +76,6 @@ class Generation:
     """call ids of the function outputs the context ends with (empty: not a reply to tools)."""
     voices_handoff: bool
     """Those outputs include the message of a returned handoff."""
-    asked_for: tuple[str, ...] = ()
-    """call ids the reply was asked for by name (the framework's prompt for async results)."""
 
 
 @dataclass
@@ -103,8 +95,6 @@ class Probe:
     carries_on: set[str] = field(default_factory=set)
     """ids of the agents built with the leaving agent's context"""
     """call id -> id of the agent the model issued it for (whose batch it is)"""
-    call_speech: dict[str, str] = field(default_factory=dict)
-    """call id -> id of the speech whose tool execution ran it (``RunContext.speech_handle``)"""
     tools_running: int = 0
     tools_idle: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -119,14 +109,7 @@ class Probe:
         self.agents.setdefault(agent.id, agent)
         self.events.append((self._next(), agent.id, event))
 
-    def generation(
-        self,
-        agent: Any | None,
-        what: str,
-        speech: Any | None,
-        chat_ctx: llm.ChatContext,
-        instructions: str | None = None,
-    ) -> None:
+    def generation(self, agent: Any | None, what: str, speech: Any | None, chat_ctx: llm.ChatContext) -> None:
         items = chat_ctx.items
         tail: list[llm.FunctionCallOutput] = []
         for item in reversed(items):
@@ -144,9 +127,6 @@ class Probe:
                 if items and items[-1].type == "function_call_output"
                 else (),
                 voices_handoff=any(o.output.startswith(HANDOFF_MESSAGE) for o in tail),
-                asked_for=tuple(re.findall(r"'([^']+)'", m.group(1)))
-                if instructions and (m := ASYNC_RESULTS_PROMPT.search(instructions))
-                else (),
             )
         )
 
@@ -175,17 +155,6 @@ class Probe:
     def issuer(self, call_id: str) -> str | None:
         """The agent whose batch a call (or the deferred return ``<id>_final`` of one) is in."""
         return self.issued.get(call_id.removesuffix("_final"))
-
-    def in_response(self, call_id: str, g: Generation) -> bool:
-        """Whether a call is one of those the reply ``g`` answers, as the framework sees it: a
-        call run in the reply's own speech (its response's tool reply), or one the reply was
-        asked for by name (an async tool's result). When neither is known, it counts as one. A
-        plugin that makes each call of a model response a speech of its own (Nova Sonic) gives
-        the framework a response per call: a sibling's call is not the reply's."""
-        own = {c for c, speech in self.call_speech.items() if speech == g.speech} | {
-            c.removesuffix("_final") for c in g.asked_for
-        }
-        return not own or call_id.removesuffix("_final") in own
 
     def successor(self, agent_id: str) -> str | None:
         """The agent that took over from ``agent_id``: the first to enter after its on_exit."""
@@ -258,10 +227,6 @@ def check_late_generations(probe: Probe) -> list[Violation]:
             and probe.issuer(c) == g.agent
             and probe.handoff_calls[c] == probe.successor(g.agent)
             and probe.handoff_calls[c] in probe.carries_on
-            # and one the reply answers: a call of another speech that handed off while this
-            # reply was under way (a Nova Sonic completion's calls are speeches of their own)
-            # is the drain order of a speech in flight too
-            and probe.in_response(c, g)
         ]
         if g.seq > exiting_at[g.agent] and took_place and not g.voices_handoff:
             out.append(

@@ -379,14 +379,7 @@ def _nova_model(world: NovaWorld) -> Any:
             def probed(**kwargs: Any) -> asyncio.Future[llm.GenerationCreatedEvent]:
                 who = current_agent()
                 ctx = who.chat_ctx if who is not None else sess.chat_ctx
-                instructions = kwargs.get("instructions")
-                probe.generation(
-                    who,
-                    "nova generate_reply",
-                    current_speech(),
-                    ctx,
-                    instructions if isinstance(instructions, str) else None,
-                )
+                probe.generation(who, "nova generate_reply", current_speech(), ctx)
                 return generate_reply(**kwargs)
 
             sess.generate_reply = probed
