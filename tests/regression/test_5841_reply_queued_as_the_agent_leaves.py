@@ -131,6 +131,13 @@ async def test_a_queued_reply_to_a_result_goes_to_the_arriving_agent(
         front, llm=model, min_consecutive_speech_delay=SPEECH_DELAY, **kwargs
     )
 
+    reply_statuses: dict[str, list[str]] = {}
+
+    @session.on("tool_execution_updated")
+    def _on_update(ev: Any) -> None:
+        if ev.update.type == "tool_reply_updated" and FINAL_ID in ev.update.update_ids:
+            reply_statuses.setdefault(ev.update.speech_id, []).append(ev.update.status)
+
     run = asyncio.ensure_future(session.run(user_input="Where is my order? Then billing, please."))
     await journal.tool_gate.reached()
     await transfer_gate.reached()
@@ -170,3 +177,10 @@ async def test_a_queued_reply_to_a_result_goes_to_the_arriving_agent(
         i.type == "function_call_output" and i.call_id == FINAL_ID for i in contexts[-1].items
     ), [[i.type for i in c.items] for c in contexts]
     await bounded(session.aclose(), what="AgentSession.aclose")
+    # every reply scheduled for the result ended with a status of its own (the one handed over,
+    # interrupted before anything was said; the arriving agent's, completed)
+    assert all(
+        len(statuses) == 2 and statuses[0] == "scheduled" and statuses[1] in ("interrupted", "completed")
+        for statuses in reply_statuses.values()
+    ), reply_statuses
+    assert "completed" in [statuses[-1] for statuses in reply_statuses.values()], reply_statuses
