@@ -14,7 +14,6 @@ history and never answered.
 from __future__ import annotations
 
 import pytest
-from livekit.agents import llm, utils
 
 from tests.fakes import (
     Gate,
@@ -22,7 +21,6 @@ from tests.fakes import (
     Reply,
     RTGeneration,
     ScriptedRealtimeModel,
-    ScriptedRealtimeSession,
     bounded,
     spoken,
 )
@@ -30,27 +28,6 @@ from tests.fakes.agents import Journal, JournalingAgent
 
 FIRST = "I need help with my invoice."
 SECOND = "No wait, it's about my refund."
-
-
-def _server_turn(rt: ScriptedRealtimeSession, text: str, *, transcript_first: bool) -> RTGeneration:
-    """Speech started and stopped, then the server's reply and the transcript, in one step."""
-    item_id = utils.shortuuid("fake_user_")
-    rt.emit("input_speech_started", llm.InputSpeechStartedEvent())
-    rt.emit("input_speech_stopped", llm.InputSpeechStoppedEvent(user_transcription_enabled=True))
-    rt._chat_ctx.add_message(role="user", content=text, id=item_id)
-
-    def transcribed() -> None:
-        rt.emit(
-            "input_audio_transcription_completed",
-            llm.InputTranscriptionCompleted(item_id=item_id, transcript=text, is_final=True),
-        )
-
-    if transcript_first:
-        transcribed()
-    gen = rt.emit_generation()
-    if not transcript_first:
-        transcribed()
-    return gen
 
 
 @pytest.mark.upstream_bug("not-yet: interrupting an unplayed realtime reply cancels the model's next one")
@@ -68,11 +45,11 @@ async def test_a_barge_in_on_an_unplayed_reply_keeps_the_answer_to_the_next_turn
     session = await make_session(JournalingAgent(Journal(), name="desk", instructions="desk"), llm=model)
     rt = model.sessions[-1]
 
-    first = _server_turn(rt, FIRST, transcript_first=transcript_first)
+    first = rt.simulate_user_turn(FIRST, transcript_first=transcript_first)
     # the first answer is on its way out, not a word of it played yet: the caller speaks again,
     # and the server answers that at once
     await streaming.reached()
-    second = _server_turn(rt, SECOND, transcript_first=transcript_first)
+    second = rt.simulate_user_turn(SECOND, transcript_first=transcript_first)
     streaming.open()
     await bounded(session.wait_for_idle(), what="the session settling")
     await bounded(second.done, what="the second answer's streams")

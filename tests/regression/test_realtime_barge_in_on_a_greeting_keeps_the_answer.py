@@ -61,22 +61,7 @@ async def test_speaking_over_an_unplayed_greeting_keeps_the_answer_to_the_turn(
 
     # not a word of the greeting played: the caller speaks, and the server answers at once
     rt = model.sessions[-1]
-    item_id = utils.shortuuid("fake_user_")
-    rt.emit("input_speech_started", llm.InputSpeechStartedEvent())
-    rt.emit("input_speech_stopped", llm.InputSpeechStoppedEvent(user_transcription_enabled=True))
-    rt._chat_ctx.add_message(role="user", content=TURN, id=item_id)
-
-    def transcribed() -> None:
-        rt.emit(
-            "input_audio_transcription_completed",
-            llm.InputTranscriptionCompleted(item_id=item_id, transcript=TURN, is_final=True),
-        )
-
-    if transcript_first:
-        transcribed()
-    reply = rt.emit_generation()
-    if not transcript_first:
-        transcribed()
+    reply = rt.simulate_user_turn(TURN, transcript_first=transcript_first)
     streaming.open()
     await bounded(session.wait_for_idle(), what="the session settling")
     await bounded(reply.done, what="the answer's streams")
