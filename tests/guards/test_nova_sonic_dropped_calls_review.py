@@ -1,22 +1,18 @@
 """Review of the fix that closes the Nova Sonic toolUses of a dropped reply (core 0020, aws 0018).
 
-The framework gives a realtime session whose context is not mutable its own context back without
-the calls of a reply it dropped; the Nova Sonic plugin closes each open ``toolUse`` that such a
-context (one made only of the session's own items) no longer holds, with an error ``toolResult``.
-The plugin cannot tell that context from one user code gives it with ``Agent.update_chat_ctx()``
-when that one, too, is made only of items the session already holds (a reset to an empty
-context, or a rollback to what the agent started with): a call whose tool is still running must
-not be closed as "not run" then; it gets its own result, as on stock.
-
-Left open (strict xfail on the fork): the agent's context copied without its function calls
-(``exclude_function_call=True``) while the session holds no tool result yet is, item for
-item, the session's own context without the running call.
+The framework sends a realtime session whose context is not mutable an error output (one that
+asks for no reply) for each call of a reply it dropped; the Nova Sonic plugin answers the open
+``toolUse`` with it, as an error ``toolResult``. Nothing else closes a call: a context user code
+gives the agent with ``Agent.update_chat_ctx()`` (a reset to an empty context, a rollback to
+what the agent started with, the agent's context unchanged, or copied without its function calls
+while the session holds no tool result yet) lacks the call whose tool is still running, and that
+call must not be closed as "not run" then; it gets its own result, as on stock.
 
 A call whose ``toolUse`` comes after the speech of its part of the response was dropped (the
 model said something before it) is either run, or answered as not run once the response ended:
 it is never left open. (Stock makes the late call a response of its own and runs it; the fix
 drops it with the speech it belongs to, and the framework reads the dropped response to its end
-before it takes the calls out.)
+before it answers the calls.)
 
 Offline: ``tests.fakes.bedrock_stream`` stands in for the Bedrock stream under the plugin's own
 session.
@@ -52,18 +48,6 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:datetime.datetime.utcnow:DeprecationWarning"),
 ]
 
-
-def _closes_dropped_calls() -> bool:
-    try:
-        from livekit.plugins.aws.experimental.realtime.realtime_model import RealtimeSession
-    except ImportError:
-        return False
-    return hasattr(RealtimeSession, "_close_removed_tool_uses")
-
-
-CLOSES_DROPPED_CALLS = _closes_dropped_calls()
-"""The plugin closes the toolUses the framework takes out of its context (not on stock)."""
-
 QUESTION = "book table 12"
 RESULT = "table 12 booked"
 ANSWER = "Your table is booked."
@@ -94,27 +78,7 @@ class Booker(Agent):
         return f"table {table} booked"
 
 
-@pytest.mark.parametrize(
-    "update",
-    [
-        "none",
-        "reset",
-        "rollback",
-        "unchanged",
-        pytest.param(
-            "without_calls",
-            marks=pytest.mark.xfail(
-                CLOSES_DROPPED_CALLS,
-                strict=True,
-                reason="the agent's context without its function calls, while the session holds no "
-                "tool result yet, is the session's own context without the running call: the "
-                "plugin reads it as the framework's drop and closes the call as not run. Only an "
-                "explicit signal from the framework (e.g. an error output for each dropped call) "
-                "tells them apart",
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("update", ["none", "reset", "rollback", "unchanged", "without_calls"])
 async def test_a_users_context_update_leaves_a_running_call_open(
     bedrock: FakeBedrock, make_session: MakeSession, update: str
 ) -> None:
@@ -128,8 +92,8 @@ async def test_a_users_context_update_leaves_a_running_call_open(
 
     run = asyncio.ensure_future(session.run(user_input=QUESTION))
     await bounded(gate.reached(), what="the booking to start")
-    # user code edits the agent's context while the tool runs: it forgets everything, or goes
-    # back to the exchange it started with (items the model's session holds too)
+    # user code edits the agent's context while the tool runs: it forgets everything, goes back
+    # to the exchange it started with (items the model's session holds too), or drops the calls
     ctx = {
         "reset": llm.ChatContext.empty(),
         "unchanged": agent.chat_ctx.copy(),

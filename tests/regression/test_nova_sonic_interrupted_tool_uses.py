@@ -8,9 +8,9 @@ The user barges in (``session.interrupt()`` + typed input) while the first speec
 other two wait for their turn. The framework drops the speeches interrupted before they were
 authorized (``AgentActivity._realtime_generation_task_impl``): their calls are never run nor
 answered. On stock 1.8.9 their ``toolUse``s stay open for good, so the result of the call that
-did run gets no answer. Now the framework takes the dropped calls out of the session's context
-and the plugin closes each with an error ``toolResult``; the call that ran gets its own result,
-once.
+did run gets no answer. Now the framework sends the session an error output for each dropped
+call and the plugin answers its ``toolUse`` with an error ``toolResult``; the call that ran gets
+its own result, once.
 
 Offline: ``tests.fakes.bedrock_stream`` stands in for the Bedrock stream; a paused
 ``FakeAudioOutput`` keeps the first speech playing until the barge-in.
