@@ -264,7 +264,10 @@ SPOKEN_INVARIANTS: dict[str, str] = {
     "(an assistant message or tool calls in the history) or superseded: no reply to it played and "
     "a later turn of the caller's ended without the caller waiting for the session to settle in "
     "between. No reply to it may be asked for after a later turn that is answered ended; a turn "
-    "the session was closed on before it settled needs no answer. On the pipeline, every audio frame "
+    "the session was closed on before it settled needs no answer. Tool calls of an inline task that "
+    "completed before anything it said for the turn played are not an answer the caller heard: the "
+    "agent it returned to, given the task's context without its calls, answers the turn once more "
+    "after it completed, and that is the one answer. On the pipeline, every audio frame "
     "the caller pushed reached the STT (checked once settled, before aclose())",
     "answered_by_current_agent": "the reply to a spoken turn is requested for an agent that has "
     "entered and is the innermost live one (the last of the live agents to enter), whose on_exit had "
@@ -346,6 +349,32 @@ def _history_view(journal: SpokenJournal, items: list[Any]) -> tuple[list[tuple[
     return users, played
 
 
+def _unheard_task_calls(
+    journal: SpokenJournal, items: list[Any], r: TurnRequest, answers: list[TurnRequest]
+) -> bool:
+    """Whether ``r`` is an inline task's answer the caller never heard, which the agent it
+    returned to answered again: the task answered the turn with tool calls only, completed
+    before anything of it for that turn was said (its reply to the calls' outputs did not
+    play), and the agent it returned to, its context merged without the task's calls
+    (``AgentTask``'s ``preserve_function_call_history=False``), read the turn as open and
+    answered it out loud after the task completed. The caller heard one answer. Not when
+    the task said anything for the turn (a text answer, or a follow-up of its calls):
+    then the turn was spoken to twice."""
+    agent = r.agent
+    done = journal.completed_tasks.get(agent or "")
+    if agent is None or done is None:
+        return False
+    said = [i for i in items if i.type == "message" and i.role == "assistant"]
+    if any(i.id == r.rid or journal.reply_items.get(i.id) == r.rid for i in said):
+        return False  # it answered in words
+    if any(
+        (i.text_content or "").startswith(f"{agent} ") and set(turn_ids(i.text_content)) & set(r.turns)
+        for i in said
+    ):
+        return False  # the follow-up of its calls played
+    return any(o.agent != agent and o.seq > done for o in answers)
+
+
 def check_spoken_turns(journal: SpokenJournal, items: list[Any]) -> list[Violation]:
     """``no_lost_user_turn`` on the session's final history ``items``.
 
@@ -371,6 +400,8 @@ def check_spoken_turns(journal: SpokenJournal, items: list[Any]) -> list[Violati
             out.append(Violation("no_lost_user_turn", f"turn {turn}: in {n} user messages of the history"))
     units = list(dict.fromkeys(m for m in users if m))
     answers = {msg: [r for r in journal.requests if r.turns == msg and r.rid in played] for msg in units}
+    for msg in units:
+        answers[msg] = [r for r in answers[msg] if not _unheard_task_calls(journal, items, r, answers[msg])]
     answered_turns = {t for msg in units if answers[msg] for t in msg}
     for msg in units:
         ended = max(journal.finals.get(t, 0) for t in msg)

@@ -438,6 +438,54 @@ def test_a_turn_answered_twice_is_counted() -> None:
     ]
 
 
+def _task_answers_with_calls(follow_up: str | None) -> tuple[SpokenJournal, list[llm.ChatItem]]:
+    """agent_0 awaits task_1; the caller says turn 0 to the task, which answers it with a tool
+    call, then completes; ``follow_up`` (if any) is what it said after its call. agent_0, the
+    task's context merged without the call, answers turn 0 after the task completed."""
+    _, journal = _spoken()
+    _enter(journal.probe, "task_1")
+    _say(journal, 0)
+    calls = _request(journal, "task_1", 0)
+    journal.completed_tasks["task_1"] = journal.probe._next()
+    again = _request(journal, "agent_0", 0)
+    ctx = llm.ChatContext()
+    ctx.add_message(role="user", content="turn 0")
+    ctx.insert(llm.FunctionCall(call_id=f"{calls}/0", name="handoff", arguments="{}"))
+    ctx.insert(llm.FunctionCallOutput(call_id=f"{calls}/0", name="handoff", output="refused", is_error=True))
+    if follow_up is not None:
+        ctx.add_message(role="assistant", content=follow_up)
+    ctx.add_message(role="assistant", content="agent_0 answers turn 0", id=again)
+    return journal, list(ctx.items)
+
+
+def test_a_completed_tasks_calls_the_caller_never_heard_followed_up_do_not_count_as_an_answer() -> None:
+    # the task's reply to its call's output never played: the caller heard agent_0 alone
+    journal, items = _task_answers_with_calls(None)
+    assert _lost(journal, items) == []
+
+
+@pytest.mark.parametrize("said", ["task_1 follows up turn 0", "task_1 answers turn 0"])
+def test_a_turn_a_completed_task_spoke_to_and_its_caller_answers_again_is_counted(said: str) -> None:
+    # the task's reply after its call played: the caller heard the turn answered twice
+    journal, items = _task_answers_with_calls(said)
+    assert _lost(journal, items) == ["turn 0: answered 2 times, by ['task_1', 'agent_0']"]
+
+
+def test_calls_of_an_agent_that_is_no_completed_task_still_count_as_an_answer() -> None:
+    # only an inline task's calls leave the agent it returns to without them: an agent whose
+    # calls answered a turn that another agent answers again is counted, heard or not
+    journal, items = _task_answers_with_calls(None)
+    journal.completed_tasks.clear()
+    assert _lost(journal, items) == ["turn 0: answered 2 times, by ['task_1', 'agent_0']"]
+
+
+def test_a_completed_tasks_unheard_calls_count_when_nobody_else_answered_after_it() -> None:
+    # the task's calls are its answer when no one answers the turn after it completed
+    journal, items = _task_answers_with_calls(None)
+    journal.requests = journal.requests[:1]
+    assert _lost(journal, [i for i in items if i.type != "message" or i.role == "user"]) == []
+
+
 def test_an_earlier_turn_answered_after_a_later_answered_turn_ended_is_counted() -> None:
     # two turns end during one handoff and the arriving agent answers both, one by one
     _, journal = _spoken()
