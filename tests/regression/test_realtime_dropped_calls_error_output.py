@@ -70,6 +70,9 @@ async def test_a_model_with_an_immutable_context_gets_an_error_output_for_a_drop
     assert [item.type for item in items] == ["function_call", "function_call_output"], (
         f"the model was not told the call was not run: {items}"
     )
+    # marked, so a plugin tells it from any other error that asks for no reply (a tool that failed
+    # on an interrupted turn), which the model must hear
+    assert items[0].extra.get("__livekit_agents_tool_dropped"), "the dropped call is not marked"
     output = items[1]
     assert output.is_error and "not run" in output.output, output
     assert not output.reply_required, "the framework asks for a reply to a call it dropped"
