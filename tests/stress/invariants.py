@@ -477,6 +477,13 @@ def check_answering_agent(journal: SpokenJournal, items: list[Any]) -> list[Viol
                 Violation("answered_by_current_agent", f"{who}: answered by {r.agent}, completed before")
             )
             continue
+        spoke = max(journal.speech_started.get(t, ended) for t in r.turns)
+        if not journal.hooks and spoke < created < ended:
+            # a realtime model's server ends the turn: the reply it created for it once the
+            # caller spoke it (not a speech of an earlier turn going on) came before the
+            # transcript (a provider transcribing the input asynchronously), so the turn
+            # ended no later than that, whatever handoff began after it
+            ended = created
         # the handoff under way when the turn ended: the newest one whose agent had not entered
         pending = [
             (seq, aid) for seq, aid in journal.handoffs if seq < ended and entered.get(aid, ended + 1) > ended

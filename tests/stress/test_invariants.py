@@ -571,6 +571,58 @@ def test_a_turn_ending_during_a_handoff_answered_by_the_arriving_agent_is_allowe
     assert _who(journal, _history(("user", "turn 0"), ("reply", rid))) == []
 
 
+def _reply_first(journal: SpokenJournal, turn: int, *, handoff_first: bool) -> str:
+    """A realtime turn the server answers before its transcript comes: the caller speaks, the
+    leaving agent's model creates its reply (a tool returns agent_1 before or after that), then
+    the final transcript; agent_0 answers it before its on_exit."""
+    probe = journal.probe
+    journal.speech_started[turn] = probe._next()
+    if handoff_first:
+        journal.handoffs.append((probe._next(), "agent_1"))
+    probe.speech_created("speech_0")
+    if not handoff_first:
+        journal.handoffs.append((probe._next(), "agent_1"))
+    rid = _request(journal, "agent_0", turn, speech="speech_0")
+    journal.finals[turn] = probe._next()
+    _exit(probe, "agent_0")
+    _enter(probe, "agent_1")
+    return rid
+
+
+def test_a_realtime_reply_the_server_created_before_the_handoff_and_the_transcript_is_allowed() -> None:
+    # the turn ended when the server answered it, before the tool returned agent_1
+    probe, journal = _spoken()
+    rid = _reply_first(journal, 0, handoff_first=False)
+
+    assert _who(journal, _history(("user", "turn 0"), ("reply", rid))) == []
+
+
+def test_a_realtime_reply_the_server_created_once_the_handoff_began_is_counted() -> None:
+    probe, journal = _spoken()
+    rid = _reply_first(journal, 0, handoff_first=True)
+
+    assert _who(journal, _history(("user", "turn 0"), ("reply", rid))) == [
+        "turn 0: ended while handing off to agent_1, answered by agent_0"
+    ]
+
+
+def test_an_earlier_speech_answering_a_realtime_turn_that_ended_during_a_handoff_is_counted() -> None:
+    # the leaving agent's tool reply, of a speech created before the caller spoke the turn,
+    # answers the turn: the turn ended with its transcript, during the handoff
+    probe, journal = _spoken()
+    probe.speech_created("speech_0")
+    journal.handoffs.append((probe._next(), "agent_1"))
+    journal.speech_started[1] = probe._next()
+    rid = _request(journal, "agent_0", 1, speech="speech_0")
+    journal.finals[1] = probe._next()
+    _exit(probe, "agent_0")
+    _enter(probe, "agent_1")
+
+    assert _who(journal, _history(("user", "turn 1"), ("reply", rid))) == [
+        "turn 1: ended while handing off to agent_1, answered by agent_0"
+    ]
+
+
 def test_the_agent_awaiting_an_inline_task_answering_while_the_task_runs_is_counted() -> None:
     probe, journal = _spoken()
     journal.handoffs.append((probe._next(), "task_0"))
