@@ -459,13 +459,28 @@ def _live_rt(model: _ProbedRealtimeModel) -> ScriptedRealtimeSession:
     return live[-1]
 
 
+RESPEAK_LIMIT = 4
+"""Sessions a realtime turn goes on to when the one hearing it closes before the caller stopped
+speaking (:func:`speak_realtime`)."""
+
+
 async def speak_realtime(model: _ProbedRealtimeModel, turn: SpokenTurn, text: str) -> None:
+    """The caller speaks ``text`` to the realtime session that hears them. Once their speech
+    stopped the session that heard it holds the whole turn: if it closes before its transcript
+    and reply came, the turn is abandoned (it took the audio with it). A session that closes
+    while the caller still speaks hears only the start: the turn goes on on the next one."""
     from livekit.agents.utils import shortuuid
 
-    rt = await _retry(lambda: _live_rt(model))
-    rt.emit("input_speech_started", llm.InputSpeechStartedEvent())
-    await ticks(turn.gaps[0])
-    if rt.closed:
+    for _ in range(RESPEAK_LIMIT):
+        rt = await _retry(lambda: _live_rt(model))
+        rt.emit("input_speech_started", llm.InputSpeechStartedEvent())
+        await ticks(turn.gaps[0])
+        if not rt.closed:
+            break
+        # the session closed while the caller spoke (a handoff replaced it): the rest of
+        # the caller's audio goes to the session that hears it now (the framework forwards
+        # it to the arriving agent), whose server hears a turn start there
+    else:
         raise _Abandoned()
     rt.emit("input_speech_stopped", llm.InputSpeechStoppedEvent(user_transcription_enabled=True))
     await ticks(turn.gaps[1])
