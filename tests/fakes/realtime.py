@@ -304,6 +304,8 @@ class ScriptedRealtimeSession(llm.RealtimeSession[Any]):
         self._truncated: dict[str, str] = {}
         self._kept_by: dict[str, int] = {}
         """Ids of the items generations added to ``_chat_ctx``, with the generation's index."""
+        self._history_given = False
+        """Whether the session got its first context: the history it starts from."""
 
     def __repr__(self) -> str:
         return f"ScriptedRealtimeSession(#{self.index}, closed={self.closed})"
@@ -355,7 +357,16 @@ class ScriptedRealtimeSession(llm.RealtimeSession[Any]):
             new_function_outputs=[item.name for item in new_outputs],
         )
         self._chat_ctx = snapshot_chat_ctx(chat_ctx)
-        if new_outputs and not self.closed and self._model.capabilities.auto_tool_reply_generation:
+        # the first context a session gets is the history it starts from: a server answers
+        # the results of calls it awaits, and a new session awaits none (Gemini Live and Nova
+        # Sonic send that history as turns, not as tool responses)
+        history, self._history_given = not self._history_given, True
+        if (
+            new_outputs
+            and not history
+            and not self.closed
+            and self._model.capabilities.auto_tool_reply_generation
+        ):
             asyncio.get_running_loop().call_soon(self._auto_tool_reply)
 
     async def update_tools(self, tools: list[llm.Tool]) -> None:

@@ -7,7 +7,7 @@ import logging
 from typing import Any
 
 import pytest
-from livekit.agents import Agent, AgentSession, RunResult, function_tool
+from livekit.agents import Agent, AgentSession, RunResult, function_tool, llm
 
 from tests.fakes import (
     BoundedWaitTimeout,
@@ -271,6 +271,30 @@ async def test_realtime_auto_tool_reply() -> None:
     result.expect.contains_message(role="assistant")
     assert [g.source for g in model.generations] == ["generate_reply", "auto_tool_reply"]
     assert len(model.calls("generate_reply")) == 1
+
+
+async def test_realtime_auto_tool_reply_not_to_the_history_a_session_starts_from() -> None:
+    # a new session awaits no call: the outputs of the context it starts from (an agent that
+    # takes over with the calls of the one before) are history, answered by no generation of
+    # its own (Gemini Live and Nova Sonic send that history as turns); an output pushed later
+    # is one it answers
+    model = ScriptedRealtimeModel(["it is 42"], auto_tool_reply_generation=True)
+    rt = model.session()
+    history = llm.ChatContext.empty()
+    history.add_message(role="user", content="lookup")
+    history.insert(llm.FunctionCall(call_id="c1", name="lookup", arguments="{}"))
+    history.insert(llm.FunctionCallOutput(call_id="c1", name="lookup", output="41", is_error=False))
+    await rt.update_chat_ctx(history)
+    await asyncio.sleep(0)  # the auto reply is scheduled with call_soon
+    assert model.generations == []
+
+    later = history.copy()
+    later.insert(llm.FunctionCall(call_id="c2", name="lookup", arguments="{}"))
+    later.insert(llm.FunctionCallOutput(call_id="c2", name="lookup", output="42", is_error=False))
+    await rt.update_chat_ctx(later)
+    await asyncio.sleep(0)
+    assert [g.source for g in model.generations] == ["auto_tool_reply"]
+    await rt.aclose()
 
 
 # -- audio --

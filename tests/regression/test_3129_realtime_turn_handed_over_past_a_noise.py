@@ -5,12 +5,12 @@ The caller's turn ends while the desk is handed over to billing, which answers i
 comes in, its model's server hears a noise: it reports a start of speech and its end, with no
 transcript and no reply (a cough, a door; servers do not answer every start of speech). No
 later turn of the caller's exists: nothing supersedes the turn handed over, and billing answers
-it, once. Stock drops the turn (the assertion on the model's context).
+it, once. Also when the realtime session is handed on and the noise is heard as the desk
+leaves. Stock drops the turn (the assertion on the model's context).
 """
 
 from __future__ import annotations
 
-import livekit.agents
 import pytest
 from livekit.agents import llm
 
@@ -28,7 +28,6 @@ from tests.regression.test_3129_realtime_turn_superseded_across_a_handoff import
 )
 
 BUG = pytest.mark.upstream_bug("livekit/agents#3129")
-ON_FORK = "+fork" in livekit.agents.__version__
 
 
 class NoisyBilling(Billing):
@@ -42,16 +41,6 @@ class NoisyBilling(Billing):
 
 
 @BUG
-@pytest.mark.xfail(
-    ON_FORK,
-    strict=True,
-    reason=(
-        "0016 (59eba8d): _rt_user_turn_open, set by the noise's input_speech_started, is cleared "
-        "only by a generation; _keep_handed_over_reply() takes it for a later turn the model will "
-        "answer and interrupts the reply to the turn handed over as it is created, however long "
-        "after the noise ended: the turn is recorded, never answered"
-    ),
-)
 @pytest.mark.parametrize("reuse", [True, False], ids=["reused", "replaced"])
 async def test_a_noise_as_the_arriving_agent_comes_in_does_not_supersede_the_turn(
     make_session: MakeSession, reuse: bool
@@ -72,5 +61,31 @@ async def test_a_noise_as_the_arriving_agent_comes_in_does_not_supersede_the_tur
 
     assert user_messages(session, FIRST) == 1, spoken(session)
     # billing's model answers the turn handed over (stock: it never gets it)
+    assert [users[-1:] for users in journal.context_of_answers_to(FIRST)] == [[FIRST]], journal.answers
+    assert [t for t in spoken(session) if t.startswith(BILLING)] == [f"{BILLING} answers: {FIRST}"]
+
+
+@BUG
+async def test_a_noise_as_the_leaving_agent_exits_does_not_supersede_the_turn(
+    make_session: MakeSession,
+) -> None:
+    """The realtime session is handed on: the desk's server hears the noise as the desk leaves,
+    after the turn ended there."""
+    journal = Journal()
+    model = _model(journal, reuse=True)
+    session = await make_session(Desk(journal, message=None), llm=model)
+    rt = model.sessions[-1]
+    rt.simulate_user_turn(TO_BILLING)
+
+    gate = journal.exit_gates["desk"] = Gate("desk on_exit")
+    async with gate.held():
+        rt.simulate_user_turn(FIRST)
+        rt.emit("input_speech_started", llm.InputSpeechStartedEvent())
+        rt.emit("input_speech_stopped", llm.InputSpeechStoppedEvent(user_transcription_enabled=True))
+    billing = await _took_the_turn(session, journal)
+    assert model.live_sessions == [rt]
+    await settled_on(session, billing)
+
+    assert user_messages(session, FIRST) == 1, spoken(session)
     assert [users[-1:] for users in journal.context_of_answers_to(FIRST)] == [[FIRST]], journal.answers
     assert [t for t in spoken(session) if t.startswith(BILLING)] == [f"{BILLING} answers: {FIRST}"]
