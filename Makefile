@@ -6,6 +6,8 @@ PYTEST_ARGS ?=
 FORK_PY := .venv/bin/python
 STOCK_PY := envs/stock/.venv/bin/python
 PY_SOURCES := tools tests benchmarks examples
+# tests written for upstream's tests/ folder, checked with upstream's ruff settings
+UPSTREAM_TESTS := $(wildcard livekit-agents/patches/upstream/*/*.py livekit-plugins/*/patches/upstream/*/*.py)
 # The parity set: every test that claims nothing about a fork fix, i.e. not marked
 # upstream_bug (red on stock by design), fork_api (API stock lacks) or tooling, and outside:
 #   tests/tooling   the patch-queue tool and packaging (needs lkfork, absent from envs/stock)
@@ -32,6 +34,8 @@ check:  ## the patch series: listed files, trailers, exact application, export r
 lint:
 	$(FORK_PY) -m ruff check $(PY_SOURCES)
 	$(FORK_PY) -m ruff format --check $(PY_SOURCES)
+	$(FORK_PY) -m ruff check --config tools/upstream-ruff.toml $(UPSTREAM_TESTS)
+	$(FORK_PY) -m ruff format --check --config tools/upstream-ruff.toml $(UPSTREAM_TESTS)
 
 types:
 	$(FORK_PY) -m mypy

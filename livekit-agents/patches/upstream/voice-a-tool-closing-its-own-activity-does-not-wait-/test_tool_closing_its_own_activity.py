@@ -19,7 +19,6 @@ from livekit.agents.llm import (
     GenerationCreatedEvent,
     MessageGeneration,
 )
-
 from livekit.agents.voice import SpeechHandle
 
 from .fake_llm import FakeLLM, FakeLLMResponse

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 
 import pytest
+
 from livekit.agents import Agent, AgentSession, AgentTask, function_tool
 from livekit.agents.llm import FunctionToolCall
 
@@ -90,7 +91,9 @@ def _respond(text: str, name: str) -> FakeLLMResponse:
 
 
 async def test_task_completing_while_its_own_task_runs_hands_back() -> None:
-    fake_llm = FakeLLM(fake_responses=[_respond(CHECK_ME, "verify_caller"), _respond(FIND_IT, "find_record")])
+    fake_llm = FakeLLM(
+        fake_responses=[_respond(CHECK_ME, "verify_caller"), _respond(FIND_IT, "find_record")]
+    )
     before = asyncio.all_tasks()
     desk = Desk()
     verify = desk.verify

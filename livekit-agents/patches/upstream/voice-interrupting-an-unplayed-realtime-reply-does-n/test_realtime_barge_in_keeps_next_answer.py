@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
+
 from livekit import rtc
 from livekit.agents import Agent, AgentSession, utils
 from livekit.agents.llm import (
@@ -83,7 +84,9 @@ class ServerTurnSession(FakeRealtimeSession):
             if not response.finished:
                 response.cancelled = True
 
-    def simulate_user_turn(self, transcript: str, *, hold: asyncio.Event | None = None) -> _Response:
+    def simulate_user_turn(
+        self, transcript: str, *, hold: asyncio.Event | None = None
+    ) -> _Response:
         item_id = utils.shortuuid("user_")
         self.emit("input_speech_started", InputSpeechStartedEvent())
         self.emit("input_speech_stopped", InputSpeechStoppedEvent(user_transcription_enabled=True))
@@ -110,7 +113,9 @@ class ServerTurnSession(FakeRealtimeSession):
 
 class ServerTurnModel(FakeRealtimeModel):
     def __init__(self) -> None:
-        super().__init__(capabilities=fake_capabilities(turn_detection=True, user_transcription=True))
+        super().__init__(
+            capabilities=fake_capabilities(turn_detection=True, user_transcription=True)
+        )
 
     def session(self, *, turn_detection_disabled: bool = False) -> FakeRealtimeSession:
         sess = ServerTurnSession(self)
