@@ -171,3 +171,34 @@ def test_upstream_test_environment_pins_our_packages_with_their_extras(tmp_path:
     (tmp_path / REQUIREMENTS).write_text("extras livekit-plugins-openai: realtime\n")
     with pytest.raises(ForkError, match="extras for livekit-plugins-openai, which we do not ship"):
         _requirements(tmp_path, load_packages(root))
+
+
+def test_verify_upstream_only_selects_prs_by_name_key_or_number(fork: Path) -> None:
+    from lkfork.config import find_root, load_packages
+    from lkfork.errors import ForkError
+    from lkfork.verify_upstream import select
+
+    first, second = two_stacked_patches(fork, depends="Depends: Add-a-marker\n")
+    pkgs = load_packages(fork)
+    assert [pr.name for _, pr in select(pkgs, None)] == [first.name, second.name]
+    for name in ("0002", "2", "Bump-the-marker", second.name, second.stem):
+        assert [pr.name for _, pr in select(pkgs, [name])] == [second.name], name
+    # several, in series order whatever the order asked
+    assert [pr.name for _, pr in select(pkgs, ["Bump-the-marker", "1"])] == [first.name, second.name]
+    with pytest.raises(ForkError, match="--only No-such-patch: no patch of"):
+        select(pkgs, ["No-such-patch"])
+    # a number names a patch of every package that has one: the package must be given
+    real = load_packages(find_root(Path(__file__)))
+    with pytest.raises(ForkError, match="--only 0001: names more than one patch"):
+        select(real, ["0001"])
+    assert len(select([p for p in real if p.distribution == "livekit-plugins-aws"], ["0001"])) == 1
+
+
+def test_verify_upstream_only_fails_on_a_wrong_name_before_any_work(fork: Path, tmp_path: Path) -> None:
+    two_stacked_patches(fork)
+    res = lkfork(
+        fork, "verify-upstream", "--checkout", str(tmp_path / "nowhere"), "--only", "0009", "livekit-agents"
+    )
+    assert res.returncode == 1
+    assert "--only 0009: no patch of livekit-agents" in res.stderr
+    assert not (fork / "build/verify").exists()  # no checkout read, no environment made

@@ -60,6 +60,13 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--suite", action="store_true", help="also run upstream's whole suite on both builds")
     sp.add_argument("--record", action="store_true", help="write each PR's result to its VERIFIED.md")
     sp.add_argument("--python", help="interpreter for the test environments (default: this one)")
+    sp.add_argument(
+        "--only",
+        action="append",
+        metavar="PATCH",
+        help="verify only this PR: the patch's name, its name without number, or its number "
+        "(repeatable; with a number, give the package when several have one)",
+    )
     sp = verb("upstream-status", "per patch: applies, applies with 3-way, already upstream, or conflicts")
     sp.add_argument("--json", action="store_true", help="machine-readable output")
     sp.add_argument("--index-url")
@@ -96,7 +103,13 @@ def main(argv: list[str] | None = None) -> int:
             export_upstream.run(pkgs, args.out)
         elif args.verb == "verify-upstream":
             ok = verify_upstream.run(
-                root, pkgs, args.checkout, suite=args.suite, record=args.record, python=args.python
+                root,
+                pkgs,
+                args.checkout,
+                suite=args.suite,
+                record=args.record,
+                python=args.python,
+                only=args.only,
             )
             return 0 if ok else 1
         elif args.verb == "upstream-status":

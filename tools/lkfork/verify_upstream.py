@@ -198,6 +198,35 @@ class PRResult:
         return "\n".join(lines)
 
 
+def select(pkgs: list[Package], only: list[str] | None) -> list[tuple[Package, prs.PR]]:
+    """The PRs of ``pkgs`` to verify, in series order: all of them, or those ``only`` names.
+
+    A name is a patch's file name, its name without number (its key), or its number
+    (``0010`` or ``10``). A number names a patch in each package: when it names more than one,
+    the package must be given too. A name that matches nothing is an error."""
+    every = [(pkg, pr) for pkg in pkgs for pr in prs.load(pkg)]
+    if not only:
+        return every
+    chosen: set[str] = set()
+    problems = []
+    for want in only:
+        want = want.strip().removesuffix(".patch")
+        if want.isdigit():
+            hits = [(pkg, pr) for pkg, pr in every if int(pr.name[:4]) == int(want)]
+        else:
+            hits = [(pkg, pr) for pkg, pr in every if want in (pr.name.removesuffix(".patch"), pr.key)]
+        if not hits:
+            problems.append(f"--only {want}: no patch of {', '.join(p.distribution for p in pkgs)}")
+        elif len(hits) > 1:
+            which = ", ".join(f"{pkg.distribution} {pr.name}" for pkg, pr in hits)
+            problems.append(f"--only {want}: names more than one patch ({which}); give the package")
+        else:
+            chosen.add(f"{hits[0][0].distribution}/{hits[0][1].name}")
+    if problems:
+        raise ForkError("\n  ".join(problems))
+    return [(pkg, pr) for pkg, pr in every if f"{pkg.distribution}/{pr.name}" in chosen]
+
+
 def run(
     root: Path,
     pkgs: list[Package],
@@ -207,7 +236,9 @@ def run(
     record: bool = False,
     python: str | None = None,
     timeout: float = 3600,
+    only: list[str] | None = None,
 ) -> bool:
+    chosen = select(pkgs, only)  # before the environments: a wrong name fails at once
     work = root / "build" / "verify"
     work.mkdir(parents=True, exist_ok=True)
     checkout = work / "checkout"
@@ -223,49 +254,48 @@ def run(
     results: list[PRResult] = []
     with tempfile.TemporaryDirectory(dir=work) as tmp:
         scratch = Path(tmp)
-        for pkg in pkgs:
-            for pr in prs.load(pkg):
-                if not pr.tests:
-                    print(f"{pr.name}: no upstream test")
-                    ok = False
-                    continue
-                out = scratch / f"wheel-{pr.key}"
-                out.mkdir()
-                install(patched_py, [build_wheel(pkg, [*pr.depends, pr.name], scratch, out)])
-                copied = []
-                for test in pr.tests:
-                    target = checkout / "tests" / test.name
-                    if target.exists():
-                        raise ForkError(f"{test.name}: upstream's tests/ already has a file of that name")
-                    shutil.copy(test, target)
-                    copied.append(target)
-                args = [f"tests/{t.name}" for t in pr.tests]
-                try:
-                    stock = pytest(stock_py, checkout, args, scratch / f"{pr.key}-stock.xml", timeout)
-                    patched = pytest(patched_py, checkout, args, scratch / f"{pr.key}-patched.xml", timeout)
-                finally:
-                    for c in copied:
-                        c.unlink()
-                result = PRResult(pr, stock, patched)
-                results.append(result)
-                ok &= result.ok
-                print(f"{pr.name}: {'ok' if result.ok else 'FAILED'}\n{result.report()}")
-                # back to stock for the next PR
-                proc = _run(
-                    [
-                        _uv(),
-                        "pip",
-                        "install",
-                        "-q",
-                        "--reinstall",
-                        "--no-deps",
-                        "--python",
-                        str(patched_py),
-                        f"{pkg.distribution}=={pkg.version}",
-                    ]
-                )
-                if proc.returncode != 0:
-                    raise ForkError(f"cannot reinstall stock {pkg.distribution}:\n{proc.stderr.strip()}")
+        for pkg, pr in chosen:
+            if not pr.tests:
+                print(f"{pr.name}: no upstream test")
+                ok = False
+                continue
+            out = scratch / f"wheel-{pr.key}"
+            out.mkdir()
+            install(patched_py, [build_wheel(pkg, [*pr.depends, pr.name], scratch, out)])
+            copied = []
+            for test in pr.tests:
+                target = checkout / "tests" / test.name
+                if target.exists():
+                    raise ForkError(f"{test.name}: upstream's tests/ already has a file of that name")
+                shutil.copy(test, target)
+                copied.append(target)
+            args = [f"tests/{t.name}" for t in pr.tests]
+            try:
+                stock = pytest(stock_py, checkout, args, scratch / f"{pr.key}-stock.xml", timeout)
+                patched = pytest(patched_py, checkout, args, scratch / f"{pr.key}-patched.xml", timeout)
+            finally:
+                for c in copied:
+                    c.unlink()
+            result = PRResult(pr, stock, patched)
+            results.append(result)
+            ok &= result.ok
+            print(f"{pr.name}: {'ok' if result.ok else 'FAILED'}\n{result.report()}")
+            # back to stock for the next PR
+            proc = _run(
+                [
+                    _uv(),
+                    "pip",
+                    "install",
+                    "-q",
+                    "--reinstall",
+                    "--no-deps",
+                    "--python",
+                    str(patched_py),
+                    f"{pkg.distribution}=={pkg.version}",
+                ]
+            )
+            if proc.returncode != 0:
+                raise ForkError(f"cannot reinstall stock {pkg.distribution}:\n{proc.stderr.strip()}")
         suite_line = ""
         if suite:
             dist = scratch / "all"
