@@ -101,6 +101,32 @@ def test_export_upstream_puts_the_test_in_the_patch(fork: Path, tmp_path: Path) 
     assert f"{second.name}: no upstream issue" not in res.stdout  # TRAILERS cite an issue
 
 
+def test_export_upstream_adds_the_shared_helper_a_test_imports(fork: Path, tmp_path: Path) -> None:
+    first, second = two_stacked_patches(fork, depends="Depends: Add-a-marker\n")
+    upstream = fork / PATCHES / "upstream"
+    (upstream / "_support").mkdir(parents=True)  # no patch of that name: not reported as stray
+    (upstream / "_support/fake_marker.py").write_text("MARKER = 2\n")
+    (upstream / "_support/fake_unused.py").write_text("UNUSED = 1\n")
+    for key, test in (
+        ("Add-a-marker", "def test_a() -> None:\n    pass\n"),
+        (
+            "Bump-the-marker",
+            "from .fake_marker import MARKER\n\n\ndef test_b() -> None:\n    assert MARKER == 2\n",
+        ),
+    ):
+        (upstream / key).mkdir()
+        (upstream / key / f"test_{key[:3].lower()}.py").write_text(test)
+    assert lkfork(fork, "check", "livekit-agents").returncode == 0
+    out = tmp_path / "out"
+    res = lkfork(fork, "export-upstream", "livekit-agents", "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    sent = (out / "livekit-agents" / second.stem / second.name).read_text()
+    assert "b/tests/fake_marker.py" in sent and "b/tests/fake_unused.py" not in sent
+    assert "`tests/fake_marker.py` (helper)" in (out / "livekit-agents" / second.stem / "PR.md").read_text()
+    # a PR whose tests import no helper carries none
+    assert "fake_marker" not in (out / "livekit-agents" / first.stem / first.name).read_text()
+
+
 def test_junit_outcomes_and_the_pr_verdict(tmp_path: Path) -> None:
     xml = tmp_path / "r.xml"
     xml.write_text(

@@ -43,7 +43,8 @@ def pr_body(pr: prs.PR) -> str:
     if pr.depends:
         out += ["## Depends on", "", *[f"- {patches.key(n)}" for n in pr.depends], ""]
     if pr.tests:
-        out += ["## Tests added", "", *[f"- `tests/{t.name}`" for t in pr.tests], ""]
+        out += ["## Tests added", "", *[f"- `tests/{t.name}`" for t in pr.tests]]
+        out += [f"- `tests/{t.name}` (helper)" for t in pr.support] + [""]
     if pr.verified is not None:
         out += ["## Verified", "", pr.verified.read_text().strip(), ""]
     return "\n".join(out)
@@ -55,7 +56,7 @@ def _with_tests(pkg: Package, pr: prs.PR, repo: Path, dest: Path) -> None:
     files = [str(pkg.patches_dir / n) for n in (*pr.depends, pr.name)]
     gitutil.git(repo, "am", "-q", "--committer-date-is-author-date", *files)
     (repo / "tests").mkdir(exist_ok=True)
-    for test in pr.tests:
+    for test in (*pr.tests, *pr.support):
         shutil.copy(test, repo / "tests" / test.name)
     gitutil.git(repo, "add", "-f", "tests")
     gitutil.git(repo, "commit", "-q", "--amend", "--no-edit", "--allow-empty")

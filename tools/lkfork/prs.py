@@ -13,6 +13,7 @@ lives beside it in ``patches/upstream/<key>/``:
 
 from __future__ import annotations
 
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,10 @@ from .errors import ForkError
 from .source import BASE_TAG, new_tree
 
 UPSTREAM_DIR = "upstream"
+SUPPORT_DIR = "_support"
+"""Beside the PR folders: helper modules for upstream's ``tests/`` that several PRs' tests use
+(a fake of a service upstream has none of). Each PR whose tests import one (``from .<name>
+import``) carries it."""
 ISSUE_URL = "https://github.com/livekit/agents/issues/"
 
 
@@ -47,6 +52,17 @@ class PR:
     @property
     def tests(self) -> list[Path]:
         return sorted(self.folder.glob("test_*.py")) if self.folder.is_dir() else []
+
+    @property
+    def support(self) -> list[Path]:
+        """The helper modules of ``upstream/_support/`` this PR's tests import."""
+        folder = upstream_root(self.pkg) / SUPPORT_DIR
+        imported = {
+            name
+            for test in self.tests
+            for name in re.findall(r"^from \.(\w+) import", test.read_text(), re.M)
+        }
+        return sorted(p for p in folder.glob("*.py") if p.stem in imported)
 
     @property
     def issue(self) -> Path | None:
@@ -112,7 +128,7 @@ def stray_folders(pkg: Package) -> list[str]:
     return [
         f"{p.relative_to(pkg.root)}: no patch of the series is named *-{p.name}.patch"
         for p in sorted(root.iterdir())
-        if p.is_dir() and p.name not in keys
+        if p.is_dir() and p.name not in keys and p.name != SUPPORT_DIR
     ]
 
 

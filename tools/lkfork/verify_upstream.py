@@ -263,7 +263,7 @@ def run(
             out.mkdir()
             install(patched_py, [build_wheel(pkg, [*pr.depends, pr.name], scratch, out)])
             copied = []
-            for test in pr.tests:
+            for test in (*pr.tests, *pr.support):
                 target = checkout / "tests" / test.name
                 if target.exists():
                     raise ForkError(f"{test.name}: upstream's tests/ already has a file of that name")
