@@ -26,6 +26,7 @@ from livekit.agents import Agent, AgentSession, function_tool, llm
 
 from .agents import Journal, JournalingAgent
 from .llm import LLMCall, ScriptedLLM
+from .realtime import ScriptedRealtimeModel
 from .script import Reply, tool_call
 from .session import MakeSession, settled_on
 from .speech import Caller, ScriptedRecognizeStream
@@ -206,3 +207,16 @@ async def spoken_session(
     session = await make_session(agent, llm=fake, **caller.session_kwargs(**overrides))
     caller.attach(session)
     return session, caller, fake
+
+
+def desk_realtime_model(fallback: Callable[..., Any], **kwargs: Any) -> ScriptedRealtimeModel:
+    """A scripted realtime model whose server detects and transcribes the caller's turns, as the
+    realtime desk tests run it: its first reply calls ``to_billing`` (the desk puts the caller
+    through), every later one is ``fallback``'s. ``kwargs`` go to the model (``reuse=...``)."""
+    return ScriptedRealtimeModel(
+        [Reply(tool_calls=[tool_call("to_billing")])],
+        fallback=fallback,
+        turn_detection=True,
+        user_transcription=True,
+        **kwargs,
+    )

@@ -25,13 +25,12 @@ from tests.fakes import (
     MakeSession,
     Reply,
     RTGeneration,
-    ScriptedRealtimeModel,
     bounded,
     spoken,
-    tool_call,
     unanswered_calls,
     wait_for_event,
 )
+from tests.fakes.desks import desk_realtime_model
 from tests.fakes.session import settled_on
 
 DESK = "You are the front desk."
@@ -72,14 +71,7 @@ async def test_the_agent_taking_over_does_not_answer_again_what_was_answered_whi
 ) -> None:
     journal = fakes.Journal()
     gate = Gate("to_billing")
-    model = ScriptedRealtimeModel(
-        [Reply(tool_calls=[tool_call("to_billing")])],
-        fallback=answer,
-        reuse=reuse,
-        turn_detection=True,
-        user_transcription=True,
-        auto_tool_reply_generation=True,
-    )
+    model = desk_realtime_model(answer, reuse=reuse, auto_tool_reply_generation=True)
     desk = Desk(journal, gate)
     session = await make_session(desk, llm=model)
     rt = model.sessions[-1]

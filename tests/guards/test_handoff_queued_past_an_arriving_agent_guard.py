@@ -21,14 +21,12 @@ from tests import fakes
 from tests.fakes import (
     JournalingAgent,
     MakeSession,
-    Reply,
     RTGeneration,
-    ScriptedRealtimeModel,
     bounded,
     spoken,
-    tool_call,
     unanswered_calls,
 )
+from tests.fakes.desks import desk_realtime_model
 from tests.fakes.session import settled_on
 
 DESK = "You are the front desk."
@@ -76,14 +74,7 @@ async def test_an_agent_a_handoff_passes_over_does_not_answer_the_batch_it_carri
     make_session: MakeSession, reuse: bool
 ) -> None:
     journal = Journal()
-    model = ScriptedRealtimeModel(
-        [Reply(tool_calls=[tool_call("to_billing")])],
-        fallback=journal.answer,
-        reuse=reuse,
-        turn_detection=True,
-        user_transcription=True,
-        auto_tool_reply_generation=True,
-    )
+    model = desk_realtime_model(journal.answer, reuse=reuse, auto_tool_reply_generation=True)
     session = await make_session(Desk(journal), llm=model)
 
     model.sessions[-1].simulate_user_turn(TO_BILLING)

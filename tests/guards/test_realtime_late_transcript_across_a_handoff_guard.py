@@ -32,9 +32,8 @@ from tests.fakes import (
     ScriptedRealtimeSession,
     bounded,
     spoken,
-    tool_call,
 )
-from tests.fakes.desks import BILLING, TO_BILLING, Desk, DeskJournal
+from tests.fakes.desks import BILLING, TO_BILLING, Desk, DeskJournal, desk_realtime_model
 from tests.fakes.history import user_messages
 from tests.fakes.session import settled_on
 
@@ -58,13 +57,7 @@ class Journal(DeskJournal):
 
 
 def _model(journal: Journal) -> ScriptedRealtimeModel:
-    return ScriptedRealtimeModel(
-        [Reply(tool_calls=[tool_call("to_billing")])],
-        fallback=journal.answer,
-        turn_detection=True,
-        user_transcription=True,
-        reuse=True,
-    )
+    return desk_realtime_model(journal.answer, reuse=True)
 
 
 def _reply_first(rt: ScriptedRealtimeSession, text: str, *, item_added: bool) -> str:

@@ -14,13 +14,10 @@ from livekit.agents import llm
 from tests.fakes import (
     Gate,
     MakeSession,
-    Reply,
     RTGeneration,
-    ScriptedRealtimeModel,
     spoken,
-    tool_call,
 )
-from tests.fakes.desks import BILLING, TO_BILLING, Desk, DeskJournal
+from tests.fakes.desks import BILLING, TO_BILLING, Desk, DeskJournal, desk_realtime_model
 from tests.fakes.history import user_messages
 from tests.fakes.session import settled_on
 
@@ -37,13 +34,7 @@ async def test_a_turn_after_a_handoff_whose_server_turn_had_no_transcript_is_ans
 ) -> None:
     journal = Journal()
     gate = journal.exit_gates["desk"] = Gate("desk on_exit")
-    model = ScriptedRealtimeModel(
-        [Reply(tool_calls=[tool_call("to_billing")])],
-        fallback=journal.answer,
-        reuse=True,
-        turn_detection=True,
-        user_transcription=True,
-    )
+    model = desk_realtime_model(journal.answer, reuse=True)
     session = await make_session(Desk(journal, message=None), llm=model)
 
     model.sessions[-1].simulate_user_turn(TO_BILLING)

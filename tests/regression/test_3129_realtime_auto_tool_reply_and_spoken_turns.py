@@ -36,7 +36,7 @@ from tests.fakes import (
     tool_call,
     wait_for_event,
 )
-from tests.fakes.desks import BILLING, DESK, SPOKEN, TO_BILLING, Desk
+from tests.fakes.desks import BILLING, DESK, SPOKEN, TO_BILLING, Desk, desk_realtime_model
 from tests.fakes.history import user_messages
 from tests.fakes.session import settled_on
 from tests.regression.test_3129_realtime_spoken_turns import Journal
@@ -131,14 +131,7 @@ async def test_a_turn_begun_as_the_model_replies_to_a_handoff_output_ends_as_the
     tool's output on its own before it has their turn, and the turn ends while the desk runs
     its on_exit: billing answers it, once."""
     journal = Journal()
-    model = ScriptedRealtimeModel(
-        [Reply(tool_calls=[tool_call("to_billing")])],
-        fallback=journal.answer,
-        reuse=reuse,
-        turn_detection=True,
-        user_transcription=True,
-        auto_tool_reply_generation=True,
-    )
+    model = desk_realtime_model(journal.answer, reuse=reuse, auto_tool_reply_generation=True)
     session = await make_session(Desk(journal, message=None), llm=model)
     rt = model.sessions[-1]
     session.once(
@@ -187,14 +180,7 @@ async def test_the_models_own_tool_reply_answers_the_turn_handed_over(
 ) -> None:
     journal = Journal()
     journal.billing_cls = LookingUpBilling
-    model = ScriptedRealtimeModel(
-        [Reply(tool_calls=[tool_call("to_billing")])],
-        fallback=journal.answer,
-        reuse=reuse,
-        turn_detection=True,
-        user_transcription=True,
-        auto_tool_reply_generation=True,
-    )
+    model = desk_realtime_model(journal.answer, reuse=reuse, auto_tool_reply_generation=True)
     session = await make_session(Desk(journal, message=None), llm=model)
     model.sessions[-1].simulate_user_turn(TO_BILLING)
 

@@ -25,7 +25,7 @@ from tests.fakes import (
     spoken,
     tool_call,
 )
-from tests.fakes.desks import BILLING, DESK, SPOKEN, TO_BILLING, Desk, DeskJournal
+from tests.fakes.desks import BILLING, DESK, SPOKEN, TO_BILLING, Desk, DeskJournal, desk_realtime_model
 from tests.fakes.session import settled_on
 
 
@@ -46,13 +46,7 @@ async def test_a_server_turn_whose_transcript_comes_after_the_handoff_is_answere
 ) -> None:
     journal = Journal()
     gate = journal.exit_gates["desk"] = Gate("desk on_exit")
-    model = ScriptedRealtimeModel(
-        [Reply(tool_calls=[tool_call("to_billing")])],
-        fallback=journal.answer,
-        reuse=True,
-        turn_detection=True,
-        user_transcription=True,
-    )
+    model = desk_realtime_model(journal.answer, reuse=True)
     session = await make_session(Desk(journal, message=None), llm=model)
     rt = model.sessions[-1]
 

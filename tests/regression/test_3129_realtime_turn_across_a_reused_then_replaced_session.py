@@ -21,13 +21,11 @@ from tests.fakes import (
     Gate,
     JournalingAgent,
     MakeSession,
-    Reply,
     RTGeneration,
     ScriptedRealtimeModel,
     bounded,
-    tool_call,
 )
-from tests.fakes.desks import SPOKEN, TO_BILLING, Desk, DeskJournal
+from tests.fakes.desks import SPOKEN, TO_BILLING, Desk, DeskJournal, desk_realtime_model
 from tests.fakes.session import settled_on
 
 FINAL = "You are the refunds desk."
@@ -69,13 +67,7 @@ async def test_a_turn_the_desk_heard_end_is_answered_past_a_router_on_its_sessio
     journal = Journal()
     journal.billing_cls = Router
     gate = journal.exit_gates["desk"] = Gate("desk on_exit")
-    model = ScriptedRealtimeModel(
-        [Reply(tool_calls=[tool_call("to_billing")])],
-        fallback=answers,
-        reuse=True,
-        turn_detection=True,
-        user_transcription=True,
-    )
+    model = desk_realtime_model(answers, reuse=True)
     session = await make_session(Desk(journal, message=None), llm=model)
     rt = model.sessions[-1]
 

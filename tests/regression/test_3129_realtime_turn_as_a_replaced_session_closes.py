@@ -16,8 +16,8 @@ import asyncio
 import pytest
 from livekit.agents import llm, utils
 
-from tests.fakes import Gate, MakeSession, Reply, RTGeneration, ScriptedRealtimeModel, spoken, tool_call
-from tests.fakes.desks import BILLING, SPOKEN, TO_BILLING, Desk, DeskJournal
+from tests.fakes import Gate, MakeSession, RTGeneration, spoken
+from tests.fakes.desks import BILLING, SPOKEN, TO_BILLING, Desk, DeskJournal, desk_realtime_model
 from tests.fakes.session import settled_on
 
 CLOSE_TICKS = 50
@@ -43,13 +43,7 @@ async def test_a_turn_a_replaced_session_heard_end_is_answered_by_the_arriving_a
 ) -> None:
     journal = Journal()
     gate = journal.exit_gates["desk"] = Gate("desk on_exit")
-    model = ScriptedRealtimeModel(
-        [Reply(tool_calls=[tool_call("to_billing")])],
-        fallback=journal.answer,
-        reuse=False,
-        turn_detection=True,
-        user_transcription=True,
-    )
+    model = desk_realtime_model(journal.answer, reuse=False)
     session = await make_session(Desk(journal, message=None), llm=model)
     rt = model.sessions[-1]
 

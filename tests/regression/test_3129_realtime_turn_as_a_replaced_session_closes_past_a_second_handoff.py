@@ -20,14 +20,11 @@ from tests.fakes import (
     Gate,
     JournalingAgent,
     MakeSession,
-    Reply,
     RTGeneration,
-    ScriptedRealtimeModel,
     bounded,
     spoken,
-    tool_call,
 )
-from tests.fakes.desks import SPOKEN, TO_BILLING, Desk, DeskJournal
+from tests.fakes.desks import SPOKEN, TO_BILLING, Desk, DeskJournal, desk_realtime_model
 from tests.fakes.session import settled_on
 
 REFUNDS = "You are the refunds desk."
@@ -47,13 +44,7 @@ async def test_a_turn_heard_as_the_desk_closes_goes_to_the_agent_of_the_second_h
 ) -> None:
     journal = DeskJournal()
     gate = journal.exit_gates["desk"] = Gate("desk on_exit")
-    model = ScriptedRealtimeModel(
-        [Reply(tool_calls=[tool_call("to_billing")])],
-        fallback=answers,
-        reuse=False,
-        turn_detection=True,
-        user_transcription=True,
-    )
+    model = desk_realtime_model(answers, reuse=False)
     desk = Desk(journal, message=None)
     session = await make_session(desk, llm=model)
     rt = model.sessions[-1]

@@ -34,9 +34,16 @@ from tests.fakes import (
     ScriptedRealtimeSession,
     bounded,
     spoken,
-    tool_call,
 )
-from tests.fakes.desks import BILLING, DESK, TO_BILLING, Desk, DeskJournal, spoken_session
+from tests.fakes.desks import (
+    BILLING,
+    DESK,
+    TO_BILLING,
+    Desk,
+    DeskJournal,
+    desk_realtime_model,
+    spoken_session,
+)
 from tests.fakes.history import user_messages
 from tests.fakes.session import settled_on
 
@@ -83,13 +90,7 @@ class Billing(JournalingAgent):
 
 
 def _model(journal: Journal, **kwargs: Any) -> ScriptedRealtimeModel:
-    return ScriptedRealtimeModel(
-        [Reply(tool_calls=[tool_call("to_billing")])],
-        fallback=journal.answer,
-        turn_detection=True,
-        user_transcription=True,
-        **kwargs,
-    )
+    return desk_realtime_model(journal.answer, **kwargs)
 
 
 async def _took_the_turn(session: AgentSession[Any], journal: Journal) -> Agent:

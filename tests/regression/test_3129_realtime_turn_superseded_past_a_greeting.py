@@ -23,12 +23,10 @@ from tests.fakes import (
     MakeSession,
     Reply,
     RTGeneration,
-    ScriptedRealtimeModel,
     bounded,
     spoken,
-    tool_call,
 )
-from tests.fakes.desks import BILLING, TO_BILLING, Desk
+from tests.fakes.desks import BILLING, TO_BILLING, Desk, desk_realtime_model
 from tests.fakes.history import user_messages
 from tests.fakes.session import settled_on
 from tests.regression.test_3129_realtime_turn_superseded_across_a_handoff import (
@@ -75,13 +73,7 @@ async def test_a_greeting_does_not_stand_in_for_the_callers_next_turn(
     journal = GreetingJournal()
     journal.billing_cls = GreetingBilling
     journal.speaks_as_billing_enters = True
-    model = ScriptedRealtimeModel(
-        [Reply(tool_calls=[tool_call("to_billing")])],
-        fallback=journal.answer,
-        turn_detection=True,
-        user_transcription=True,
-        reuse=reuse,
-    )
+    model = desk_realtime_model(journal.answer, reuse=reuse)
     session = await make_session(Desk(journal, message=None), llm=model)
     model.sessions[-1].simulate_user_turn(TO_BILLING)
 

@@ -27,6 +27,7 @@ from tests.fakes import (
     spoken,
     tool_call,
 )
+from tests.fakes.desks import desk_realtime_model
 from tests.fakes.session import settled_on
 
 DESK = "You are the front desk."
@@ -74,14 +75,7 @@ class Desk(JournalingAgent):
 
 
 def _model(journal: Journal, *, reuse: bool, **kwargs: Any) -> ScriptedRealtimeModel:
-    return ScriptedRealtimeModel(
-        [Reply(tool_calls=[tool_call("to_billing")])],
-        fallback=journal.answer,
-        reuse=reuse,
-        turn_detection=True,
-        user_transcription=True,
-        **kwargs,
-    )
+    return desk_realtime_model(journal.answer, reuse=reuse, **kwargs)
 
 
 def _answers_to(session: Any, text: str) -> list[str]:
@@ -296,13 +290,7 @@ async def test_a_handed_over_turn_whose_reply_comes_up_after_the_next_handoff_be
             return Reply("Billing here.", first_token_delay=greeting.wait)
         return journal.answer(gen)
 
-    model = ScriptedRealtimeModel(
-        [Reply(tool_calls=[tool_call("to_billing")])],
-        fallback=reply,
-        reuse=False,
-        turn_detection=True,
-        user_transcription=True,
-    )
+    model = desk_realtime_model(reply, reuse=False)
     session = await make_session(GreetingDesk(journal), llm=model)
 
     model.sessions[-1].simulate_user_turn(TO_BILLING)

@@ -17,14 +17,11 @@ from livekit.agents import llm, utils
 from tests.fakes import (
     Gate,
     MakeSession,
-    Reply,
     RTGeneration,
-    ScriptedRealtimeModel,
     bounded,
     spoken,
-    tool_call,
 )
-from tests.fakes.desks import BILLING, SPOKEN, TO_BILLING, Desk, DeskJournal
+from tests.fakes.desks import BILLING, SPOKEN, TO_BILLING, Desk, DeskJournal, desk_realtime_model
 from tests.fakes.session import settled_on
 
 TYPED = "My order number is 1234."
@@ -47,13 +44,7 @@ async def test_a_turn_transcribed_after_typed_input_is_answered_before_it(
 ) -> None:
     journal = Journal()
     gate = journal.exit_gates["desk"] = Gate("desk on_exit")
-    model = ScriptedRealtimeModel(
-        [Reply(tool_calls=[tool_call("to_billing")])],
-        fallback=journal.answer,
-        reuse=reuse,
-        turn_detection=True,
-        user_transcription=True,
-    )
+    model = desk_realtime_model(journal.answer, reuse=reuse)
     session = await make_session(Desk(journal, message=None), llm=model)
     rt = model.sessions[-1]
     rt.simulate_user_turn(TO_BILLING)

@@ -17,8 +17,8 @@ import asyncio
 import pytest
 from livekit.agents import llm, utils
 
-from tests.fakes import Gate, MakeSession, Reply, RTGeneration, ScriptedRealtimeModel, spoken, tool_call
-from tests.fakes.desks import BILLING, SPOKEN, TO_BILLING, Desk, DeskJournal
+from tests.fakes import Gate, MakeSession, RTGeneration, spoken
+from tests.fakes.desks import BILLING, SPOKEN, TO_BILLING, Desk, DeskJournal, desk_realtime_model
 from tests.fakes.session import settled_on
 
 CLOSE_TICKS = 50
@@ -41,13 +41,7 @@ async def test_a_turn_whose_words_came_before_its_speech_stop_is_answered_by_bil
 ) -> None:
     journal = Journal()
     gate = journal.exit_gates["desk"] = Gate("desk on_exit")
-    model = ScriptedRealtimeModel(
-        [Reply(tool_calls=[tool_call("to_billing")])],
-        fallback=journal.answer,
-        reuse=False,
-        turn_detection=True,
-        user_transcription=True,
-    )
+    model = desk_realtime_model(journal.answer, reuse=False)
     session = await make_session(Desk(journal, message=None), llm=model)
     rt = model.sessions[-1]
     rt.simulate_user_turn(TO_BILLING)
