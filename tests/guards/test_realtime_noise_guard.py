@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from livekit.agents import RunContext, function_tool, llm
+from livekit.agents import llm
 
 from tests import fakes
 from tests.fakes import (
@@ -31,11 +31,13 @@ from tests.fakes import (
 )
 from tests.fakes.history import user_messages
 from tests.fakes.session import settled_on
+from tests.guards.test_realtime_tool_reply_after_a_turn_during_an_inline_task_guard import (
+    DESK,
+    FORM_PLEASE,
+    Desk,
+)
 
-DESK = "You are the front desk."
-FORM = "You collect the form."
 FIRST = "I was charged twice."
-FORM_PLEASE = "I need the refund form."
 
 
 def _answer(gen: RTGeneration) -> str:
@@ -77,30 +79,6 @@ async def test_a_noise_interrupts_the_reply_queued_as_it_starts(make_session: Ma
     assert user_messages(session, FIRST) == 1
     # the caller said nothing after: nothing answers the turn (the server replies to no noise)
     assert spoken(session) == []
-
-
-class FormTask(fakes.JournalingTask[str]):
-    def __init__(self, journal: fakes.Journal, gate: Gate) -> None:
-        super().__init__(journal, name="form", instructions=FORM)
-        self.gate = gate
-
-    async def on_enter(self) -> None:
-        await super().on_enter()
-        await self.gate.wait()
-        self.complete("form filled")
-
-
-class Desk(JournalingAgent):
-    def __init__(self, journal: fakes.Journal, gate: Gate) -> None:
-        super().__init__(journal, name="desk", instructions=DESK)
-        self.gate = gate
-        self.tool_speech: Any = None
-
-    @function_tool
-    async def fill_form(self, ctx: RunContext) -> str:
-        """Fill the refund form in with the caller."""
-        self.tool_speech = ctx.speech_handle
-        return await FormTask(self.journal, self.gate)
 
 
 async def test_a_noise_as_an_inline_task_hands_back_does_not_drop_the_tool_reply(
