@@ -1,4 +1,4 @@
-"""Review of the fix that closes the Nova Sonic toolUses of a dropped reply (core 0020, aws 0018).
+"""Review of the fix that closes the Nova Sonic toolUses of a dropped reply (in core and in aws).
 
 The framework sends a realtime session whose context is not mutable an error output (one that
 asks for no reply) for each call of a reply it dropped; the Nova Sonic plugin answers the open

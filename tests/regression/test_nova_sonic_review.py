@@ -1,4 +1,4 @@
-"""Nova Sonic: the session's restarts and recycles, the cases a review of aws 0001-0014 found.
+"""Nova Sonic: the session's restarts and recycles, the cases a review of the aws recycle fixes found.
 
 The graceful recycle (``_graceful_session_recycle()``: the timed one and the tool-change one)
 keeps the conversation: a call in flight, or its queued result, reaches the new stream as marked
