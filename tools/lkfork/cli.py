@@ -61,6 +61,13 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--record", action="store_true", help="write each PR's result to its VERIFIED.md")
     sp.add_argument("--python", help="interpreter for the test environments (default: this one)")
     sp.add_argument(
+        "--timeout",
+        type=float,
+        default=3600,
+        help="seconds one pytest run may take (default 3600; upstream's whole suite needs more on a "
+        "small machine)",
+    )
+    sp.add_argument(
         "--only",
         action="append",
         metavar="PATCH",
@@ -109,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
                 suite=args.suite,
                 record=args.record,
                 python=args.python,
+                timeout=args.timeout,
                 only=args.only,
             )
             return 0 if ok else 1

@@ -11,6 +11,7 @@ depends on; for the suite, the whole series of every package).
 
 from __future__ import annotations
 
+import concurrent.futures
 import datetime
 import os
 import shutil
@@ -302,8 +303,16 @@ def run(
             dist.mkdir()
             install(patched_py, [build_wheel(p, None, scratch, dist) for p in everything])
             args = ["tests", "--continue-on-collection-errors"]
-            stock = pytest(stock_py, checkout, args, scratch / "suite-stock.xml", timeout)
-            patched = pytest(patched_py, checkout, args, scratch / "suite-patched.xml", timeout)
+            # the two builds at once: each run is long and single-threaded, and they share
+            # nothing but the checkout, which pytest only reads
+            with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+                stock_run = pool.submit(
+                    pytest, stock_py, checkout, args, scratch / "suite-stock.xml", timeout
+                )
+                patched_run = pool.submit(
+                    pytest, patched_py, checkout, args, scratch / "suite-patched.xml", timeout
+                )
+                stock, patched = stock_run.result(), patched_run.result()
             broken = sorted(
                 t for t, s in stock.results.items() if s == "passed" and patched.results.get(t) != "passed"
             )
