@@ -228,3 +228,30 @@ def test_verify_upstream_only_fails_on_a_wrong_name_before_any_work(fork: Path, 
     assert res.returncode == 1
     assert "--only 0009: no patch of livekit-agents" in res.stderr
     assert not (fork / "build/verify").exists()  # no checkout read, no environment made
+
+
+def test_a_folded_subject_is_read_whole(tmp_path: Path) -> None:
+    """git format-patch folds a long subject onto a continuation line; the PR's title (PR.md's
+    first line) is the whole subject, not its first line."""
+    from lkfork.patches import parse
+
+    patch = tmp_path / "0001-fix-voice-run-on_exit-once-when-the-session-closes-d.patch"
+    patch.write_text(
+        "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
+        "From: Maintainers <maintainers@example.com>\n"
+        "Subject: [PATCH] fix(voice): run on_exit once when the session closes during\n"
+        " a handoff\n"
+        "\n"
+        "Body.\n"
+        "\n"
+        "Bug: not-yet\n"
+        "Forwarded: not-yet\n"
+        "---\n"
+        "diff --git a/x.py b/x.py\n"
+        "--- a/x.py\n"
+        "+++ b/x.py\n"
+        "@@ -1 +1 @@\n"
+        "-a\n"
+        "+b\n"
+    )
+    assert parse(patch).subject == "fix(voice): run on_exit once when the session closes during a handoff"

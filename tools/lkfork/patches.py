@@ -82,7 +82,9 @@ def parse(path: Path) -> Patch:
         raise ForkError(f"{path.name}: not in git format-patch form (no 'From ' header line)")
     head, sep, rest = text.partition("\n\n")
     subject = ""
-    for line in head.splitlines():
+    # a long header is folded onto indented continuation lines (RFC 2822, as git format-patch
+    # writes a long subject): unfold it before reading it
+    for line in re.sub(r"\n[ \t]+", " ", head).splitlines():
         if line.startswith("Subject: "):
             subject = re.sub(r"^\[PATCH[^\]]*\]\s*", "", line[len("Subject: ") :])
     if not sep or not subject:
