@@ -39,8 +39,8 @@ SETTLE_TICKS = 50
     ON_FORK,
     strict=True,
     reason=(
-        "0016: _await_rt_turn_transcript() takes _rt_user_words (the last interim transcript) for "
-        "the turn once its bound passed, also when the server heard no end of the turn (Gemini "
+        "replaced-session close PR: _await_rt_turn_transcript() takes _rt_user_words (the last "
+        "interim transcript) for the turn once its bound passed, also when the server heard no end of the turn (Gemini "
         "transcribes the caller as they speak): the fragment is handed over and answered. Known, "
         "not fixed: at the framework's level it looks like Nova Sonic's finished turn (its words "
         "come before the speech stop), which would be lost instead"

@@ -43,8 +43,8 @@ def answer(call: Any) -> str:
     ON_FORK,
     strict=True,
     reason=(
-        "0014: _hand_over_unstarted_reply() delivers the update anew from another _ToolExecutor "
-        "(_deliver_from_session), so RunContext._drain_pending_reply() (its _wait_for_delivery()) "
+        "deliver-async-tool-results PR: _hand_over_unstarted_reply() delivers the update anew "
+        "from another _ToolExecutor (_deliver_from_session), so RunContext._drain_pending_reply() (its _wait_for_delivery()) "
         "no longer waits for it; waiting there can deadlock a handoff that waits for the tool"
     ),
 )
