@@ -153,6 +153,32 @@ def test_junit_outcomes_and_the_pr_verdict(tmp_path: Path) -> None:
     assert not PRResult(None, red, Outcome()).ok  # type: ignore[arg-type]  # nothing ran patched
 
 
+def test_the_record_of_a_red_test_is_the_same_every_run() -> None:
+    # an assertion on objects names their addresses, which differ from run to run
+    red = Outcome({"t": "failed"}, {"t": "assert <m.A object at 0x7fba48dd2ea0> is <m.B object at 0x7f1>"})
+    report = PRResult(None, red, Outcome({"t": "passed"}, {"t": ""})).report()  # type: ignore[arg-type]
+    assert "(assert <m.A object> is <m.B object>)" in report
+
+
+def test_the_suite_record_holds_only_for_the_wheels_it_ran(tmp_path: Path) -> None:
+    from lkfork.verify_upstream import _FINGERPRINT, SUITE_RECORD, fingerprint, suite_record
+
+    a, b = tmp_path / "a-1.whl", tmp_path / "b-1.whl"
+    a.write_bytes(b"a")
+    b.write_bytes(b"b")
+    assert fingerprint([a, b]) == fingerprint([b, a])
+    assert suite_record(tmp_path, [a, b]) is None  # nothing recorded
+    record = tmp_path / SUITE_RECORD
+    record.parent.mkdir(parents=True)
+    line = "- upstream's suite, whole series applied: 9 pass on stock and patched, 0 pass on stock only"
+    record.write_text(
+        f"On a day, with `lkfork verify-upstream --suite`:\n{line}\n\n{_FINGERPRINT}{fingerprint([a, b])}\n"
+    )
+    assert suite_record(tmp_path, [a, b]) == line
+    b.write_bytes(b"b, changed")  # other code: the record no longer holds
+    assert suite_record(tmp_path, [a, b]) is None
+
+
 def test_checkout_from_a_git_repository_takes_only_tests_and_config(tmp_path: Path) -> None:
     src = tmp_path / "upstream"
     (src / "tests").mkdir(parents=True)

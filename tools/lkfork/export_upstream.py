@@ -6,7 +6,8 @@ For every patch, ``build/upstream/<package>/<patch>/`` holds:
   (``patches/upstream/<key>/test_*.py``, see :mod:`lkfork.prs`), preceded by the patches it
   ``Depends:`` on when there are any (those are sent, or merged, first);
 - ``PR.md``: the patch message as the PR description, its references, what it depends on,
-  and the last upstream verification;
+  and the last upstream verification: the PR's own, and upstream's whole suite when it was
+  last run on exactly the code the series builds now;
 - ``ISSUE.md``: the bug report to file first, when the fix has no upstream issue.
 
 Each export is checked offline: ``git am`` of the folder's patches, in order, on the pinned
@@ -25,11 +26,12 @@ from .config import Package
 from .errors import ForkError
 from .export import _FORMAT
 from .source import new_tree
+from .verify_upstream import SUITE_RECORD, series_wheels, suite_record
 
 _TRAILER_KEYS = ("Bug", "Origin", "Applied-Upstream")
 
 
-def pr_body(pr: prs.PR) -> str:
+def pr_body(pr: prs.PR, suite: str | None = None) -> str:
     """The PR description: the patch message without its trailers, then the references."""
     patch = pr.patch
     paragraphs = patch.message.strip().split("\n\n")
@@ -46,7 +48,8 @@ def pr_body(pr: prs.PR) -> str:
         out += ["## Tests added", "", *[f"- `tests/{t.name}`" for t in pr.tests]]
         out += [f"- `tests/{t.name}` (helper)" for t in pr.support] + [""]
     if pr.verified is not None:
-        out += ["## Verified", "", pr.verified.read_text().strip(), ""]
+        out += ["## Verified", "", pr.verified.read_text().strip()]
+        out += [suite, ""] if suite else [""]
     return "\n".join(out)
 
 
@@ -74,9 +77,23 @@ def _applies(pkg: Package, files: list[Path]) -> str | None:
         return None if proc.returncode == 0 else (proc.stderr or proc.stdout).strip()
 
 
+def _suite(root: Path) -> str | None:
+    """The suite's recorded result, if it still holds for the series as it is now."""
+    if not (root / SUITE_RECORD).is_file():
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        return suite_record(root, series_wheels(root, Path(tmp)))
+
+
 def run(pkgs: list[Package], out: Path | None = None) -> list[Path]:
     written = []
     incomplete: list[str] = []
+    suite = _suite(pkgs[0].root)
+    if suite is None:
+        incomplete.append(
+            f"upstream's whole suite not verified on the code the series builds now "
+            f"(lkfork verify-upstream --suite --record; see {SUITE_RECORD})"
+        )
     for pkg in pkgs:
         root = (out or pkg.root / "build" / "upstream") / pkg.distribution
         if root.exists():
@@ -99,7 +116,7 @@ def run(pkgs: list[Package], out: Path | None = None) -> list[Path]:
                         f"{pr.name}: does not apply to upstream {pkg.version} "
                         f"with the patches it depends on:\n{error}"
                     )
-                (target / "PR.md").write_text(pr_body(pr))
+                (target / "PR.md").write_text(pr_body(pr, suite))
                 if pr.issue is not None:
                     shutil.copy(pr.issue, target / "ISSUE.md")
                 written.append(target)

@@ -7,13 +7,20 @@ upstream's helpers for the run and removed after. Two environments are made with
 ``stock`` (the pinned releases from the package index) and ``patched`` (the same, with our
 wheels installed over them: for a PR, built from the release plus the PR and what it
 depends on; for the suite, the whole series of every package).
+
+Each PR's result goes to its ``VERIFIED.md``. The suite's goes to one file, ``SUITE_RECORD``,
+with the fingerprint of the wheels it ran: builds are reproducible, so a regrouped series that
+builds the same code keeps its record, and any change to the code makes it stale
+(``export-upstream`` then says so).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import datetime
+import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -28,6 +35,8 @@ from .config import Package, load_packages
 from .errors import ForkError
 
 REQUIREMENTS = Path("envs/upstream-tests/requirements.in")
+SUITE_RECORD = Path("docs/upstream-suite.md")
+_FINGERPRINT = "Wheels (sha256 of their names and contents): "
 
 
 @dataclass
@@ -171,6 +180,36 @@ def pytest(python: Path, checkout: Path, args: list[str], junit: Path, timeout: 
     return parse_junit(junit)
 
 
+# "<X object at 0x7f...>": a different address every run, so the record would change each time
+_ADDRESS = re.compile(r" at 0x[0-9a-f]+")
+
+
+def fingerprint(wheels: list[Path]) -> str:
+    """One hash of a set of wheels, whatever their order."""
+    h = hashlib.sha256()
+    for wheel in sorted(wheels, key=lambda w: w.name):
+        h.update(f"{wheel.name} {hashlib.sha256(wheel.read_bytes()).hexdigest()}\n".encode())
+    return h.hexdigest()
+
+
+def series_wheels(root: Path, scratch: Path) -> list[Path]:
+    """The wheels of every package we ship, each with its whole series."""
+    dist = scratch / "all"
+    dist.mkdir()
+    return [build_wheel(p, None, scratch, dist) for p in load_packages(root)]
+
+
+def suite_record(root: Path, wheels: list[Path]) -> str | None:
+    """The recorded suite result line, if it was run on exactly these wheels."""
+    path = root / SUITE_RECORD
+    if not path.is_file():
+        return None
+    text = path.read_text()
+    if f"{_FINGERPRINT}{fingerprint(wheels)}" not in text:
+        return None
+    return next((line for line in text.splitlines() if line.startswith("- ")), None)
+
+
 @dataclass
 class PRResult:
     pr: prs.PR
@@ -190,7 +229,11 @@ class PRResult:
 
     def report(self) -> str:
         stock_why = sorted(
-            {m for t, m in self.stock.messages.items() if self.stock.results[t] == "failed" and m}
+            {
+                _ADDRESS.sub("", m)
+                for t, m in self.stock.messages.items()
+                if self.stock.results[t] == "failed" and m
+            }
         )
         lines = [
             f"- stock: {self.stock.summary()}" + (f" ({stock_why[0][:160]})" if stock_why else ""),
@@ -297,11 +340,10 @@ def run(
             )
             if proc.returncode != 0:
                 raise ForkError(f"cannot reinstall stock {pkg.distribution}:\n{proc.stderr.strip()}")
-        suite_line = ""
+        suite_text = ""
         if suite:
-            dist = scratch / "all"
-            dist.mkdir()
-            install(patched_py, [build_wheel(p, None, scratch, dist) for p in everything])
+            wheels = series_wheels(root, scratch)
+            install(patched_py, wheels)
             args = ["tests", "--continue-on-collection-errors"]
             # the two builds at once: each run is long and single-threaded, and they share
             # nothing but the checkout, which pytest only reads
@@ -320,20 +362,26 @@ def run(
                 1 for t, s in stock.results.items() if s == "passed" and patched.results.get(t) == "passed"
             )
             suite_line = (
-                f"- upstream's suite, whole series applied: {both} pass on stock and patched, "
+                f"upstream's suite, whole series applied: {both} pass on stock and patched, "
                 f"{len(broken)} pass on stock only"
             )
-            print(suite_line.removeprefix("- "))
+            print(suite_line)
             for t in broken:
                 print(f"  passes on stock, not patched: {t} ({patched.results.get(t, 'missing')})")
             ok &= not broken
+            suite_text = (
+                f"On {today}, {source}, with `lkfork verify-upstream --suite`:\n- {suite_line}\n\n"
+                f"{_FINGERPRINT}{fingerprint(wheels)}\n"
+            )
     if record:
         for r in results:
             text = f"On {today}, {source}, with `lkfork verify-upstream`:\n{r.report()}\n"
-            if suite_line:
-                text += suite_line + "\n"
             if r.ok:
                 (r.pr.folder / "VERIFIED.md").write_text(text)
             else:
                 (r.pr.folder / "VERIFIED.md").unlink(missing_ok=True)
+        if suite_text:
+            # a failed suite is recorded too: the record says what it found
+            (root / SUITE_RECORD).parent.mkdir(parents=True, exist_ok=True)
+            (root / SUITE_RECORD).write_text(suite_text)
     return ok
