@@ -158,6 +158,18 @@ def test_the_record_of_a_red_test_is_the_same_every_run() -> None:
     red = Outcome({"t": "failed"}, {"t": "assert <m.A object at 0x7fba48dd2ea0> is <m.B object at 0x7f1>"})
     report = PRResult(None, red, Outcome({"t": "passed"}, {"t": ""})).report()  # type: ignore[arg-type]
     assert "(assert <m.A object> is <m.B object>)" in report
+    # with several red tests, each says why it failed
+    two = Outcome(
+        {"m::test_a": "failed", "m::test_b": "failed"},
+        {"m::test_a": "AssertionError: a", "m::test_b": "AssertionError: b"},
+    )
+    report = PRResult(None, two, Outcome({"t": "passed"}, {"t": ""})).report()  # type: ignore[arg-type]
+    assert report.splitlines() == [
+        "- stock: 2 failed",
+        "  - `test_a`: AssertionError: a",
+        "  - `test_b`: AssertionError: b",
+        "- patched: 1 passed",
+    ]
 
 
 def test_the_suite_record_holds_only_for_the_wheels_it_ran(tmp_path: Path) -> None:

@@ -228,17 +228,17 @@ class PRResult:
         )
 
     def report(self) -> str:
-        stock_why = sorted(
-            {
-                _ADDRESS.sub("", m)
-                for t, m in self.stock.messages.items()
-                if self.stock.results[t] == "failed" and m
-            }
-        )
-        lines = [
-            f"- stock: {self.stock.summary()}" + (f" ({stock_why[0][:160]})" if stock_why else ""),
-            f"- patched: {self.patched.summary()}",
-        ]
+        # why each test failed on stock: the reader checks it failed for the bug
+        why = {
+            t.rpartition("::")[2]: _ADDRESS.sub("", m)[:160]
+            for t, m in sorted(self.stock.messages.items())
+            if self.stock.results[t] == "failed" and m
+        }
+        stock = f"- stock: {self.stock.summary()}"
+        if len(why) == 1:
+            stock += f" ({next(iter(why.values()))})"
+        lines = [stock, *(f"  - `{t}`: {m}" for t, m in why.items() if len(why) > 1)]
+        lines.append(f"- patched: {self.patched.summary()}")
         return "\n".join(lines)
 
 
