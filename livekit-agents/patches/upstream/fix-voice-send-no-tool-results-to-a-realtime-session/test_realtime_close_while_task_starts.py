@@ -4,64 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
 
 import pytest
 
-from livekit.agents import Agent, AgentSession, AgentTask, ToolError, function_tool, utils
-from livekit.agents.llm import (
-    ChatContext,
-    FunctionCall,
-    GenerationCreatedEvent,
-    MessageGeneration,
-)
+from livekit.agents import Agent, AgentSession, AgentTask, ToolError, function_tool
+from livekit.agents.llm import FunctionCall
 
-from .fake_realtime import FakeRealtimeModel, FakeRealtimeSession, fake_capabilities
+from .fake_answering_realtime import AnsweringModel
 
 pytestmark = pytest.mark.unit
-
-
-class AnsweringSession(FakeRealtimeSession):
-    """Answers each reply request at once: with the next scripted function calls, if any."""
-
-    def __init__(self, model: AnsweringModel) -> None:
-        super().__init__(model)
-        self._answering_model = model
-
-    def generate_reply(self, **kwargs: Any) -> asyncio.Future[GenerationCreatedEvent]:
-        fut = super().generate_reply(**kwargs)
-        model = self._answering_model
-        model.requests.append((self, self.chat_ctx.copy(), self.closed))
-        calls = model.script.pop(0) if model.script else []
-        fut.set_result(_generation(calls, response_id=f"response-{len(model.requests)}"))
-        return fut
-
-
-class AnsweringModel(FakeRealtimeModel):
-    def __init__(self, script: list[list[FunctionCall]], **capabilities: bool) -> None:
-        super().__init__(capabilities=fake_capabilities(**capabilities))
-        self.script = script
-        self.requests: list[tuple[FakeRealtimeSession, ChatContext, bool]] = []
-
-    def session(self, *, turn_detection_disabled: bool = False) -> FakeRealtimeSession:
-        sess = AnsweringSession(self)
-        self.created_sessions.append(sess)
-        return sess
-
-
-def _generation(calls: list[FunctionCall], *, response_id: str) -> GenerationCreatedEvent:
-    message_ch = utils.aio.Chan[MessageGeneration]()
-    message_ch.close()
-    function_ch = utils.aio.Chan[FunctionCall]()
-    for call in calls:
-        function_ch.send_nowait(call)
-    function_ch.close()
-    return GenerationCreatedEvent(
-        message_stream=message_ch,
-        function_stream=function_ch,
-        user_initiated=True,
-        response_id=response_id,
-    )
 
 
 class FormTask(AgentTask[str]):
