@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from livekit import rtc
 from livekit.agents import utils
 from livekit.agents.llm import (
     ChatContext,
@@ -38,7 +39,7 @@ class AnsweringSession(FakeRealtimeSession):
         if (on_request := model.on_request) is not None:
             on_request(self)
         calls = model.script.pop(0) if model.script else []
-        fut.set_result(_generation(calls, response_id=f"response-{len(model.requests)}"))
+        fut.set_result(generation(calls, response_id=f"response-{len(model.requests)}"))
         return fut
 
 
@@ -56,8 +57,29 @@ class AnsweringModel(FakeRealtimeModel):
         return sess
 
 
-def _generation(calls: list[FunctionCall], *, response_id: str) -> GenerationCreatedEvent:
+def generation(
+    calls: list[FunctionCall],
+    *,
+    response_id: str | None = None,
+    user_initiated: bool = True,
+    saying: utils.aio.Chan[str] | None = None,
+) -> GenerationCreatedEvent:
+    """A generation with the given calls; with ``saying``, it also says what that channel
+    carries, and lasts until it is closed."""
     message_ch = utils.aio.Chan[MessageGeneration]()
+    if saying is not None:
+        audio_ch = utils.aio.Chan[rtc.AudioFrame]()
+        audio_ch.close()
+        modalities: asyncio.Future[list[str]] = asyncio.get_running_loop().create_future()
+        modalities.set_result(["text"])
+        message_ch.send_nowait(
+            MessageGeneration(
+                message_id=utils.shortuuid("msg_"),
+                text_stream=saying,
+                audio_stream=audio_ch,
+                modalities=modalities,
+            )
+        )
     message_ch.close()
     function_ch = utils.aio.Chan[FunctionCall]()
     for call in calls:
@@ -66,8 +88,8 @@ def _generation(calls: list[FunctionCall], *, response_id: str) -> GenerationCre
     return GenerationCreatedEvent(
         message_stream=message_ch,
         function_stream=function_ch,
-        user_initiated=True,
-        response_id=response_id,
+        user_initiated=user_initiated,
+        response_id=response_id or utils.shortuuid("resp_"),
     )
 
 

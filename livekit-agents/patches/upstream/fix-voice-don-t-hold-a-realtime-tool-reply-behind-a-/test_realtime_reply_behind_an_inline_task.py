@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 
-from livekit import rtc
 from livekit.agents import (
     Agent,
     AgentSession,
@@ -16,73 +14,11 @@ from livekit.agents import (
     function_tool,
     utils,
 )
-from livekit.agents.llm import FunctionCall, GenerationCreatedEvent, MessageGeneration
+from livekit.agents.llm import FunctionCall
 
-from .fake_realtime import FakeRealtimeModel, FakeRealtimeSession, fake_capabilities
+from .fake_answering_realtime import AnsweringModel, generation
 
 pytestmark = pytest.mark.unit
-
-
-def _generation(
-    calls: list[FunctionCall],
-    *,
-    user_initiated: bool,
-    saying: utils.aio.Chan[str] | None = None,
-) -> GenerationCreatedEvent:
-    """A generation with the given calls; with ``saying``, it also says what that channel
-    carries, and lasts until it is closed."""
-    message_ch = utils.aio.Chan[MessageGeneration]()
-    if saying is not None:
-        audio_ch = utils.aio.Chan[rtc.AudioFrame]()
-        audio_ch.close()
-        modalities: asyncio.Future[list[str]] = asyncio.get_running_loop().create_future()
-        modalities.set_result(["text"])
-        message_ch.send_nowait(
-            MessageGeneration(
-                message_id=utils.shortuuid("msg_"),
-                text_stream=saying,
-                audio_stream=audio_ch,
-                modalities=modalities,
-            )
-        )
-    message_ch.close()
-    function_ch = utils.aio.Chan[FunctionCall]()
-    for call in calls:
-        function_ch.send_nowait(call)
-    function_ch.close()
-    return GenerationCreatedEvent(
-        message_stream=message_ch,
-        function_stream=function_ch,
-        user_initiated=user_initiated,
-        response_id=utils.shortuuid("resp_"),
-    )
-
-
-class AnsweringSession(FakeRealtimeSession):
-    """Answers each reply request at once, with the next scripted calls if any."""
-
-    def __init__(self, model: AnsweringModel) -> None:
-        super().__init__(model)
-        self._answering_model = model
-
-    def generate_reply(self, **kwargs: Any) -> asyncio.Future[GenerationCreatedEvent]:
-        fut = super().generate_reply(**kwargs)
-        model = self._answering_model
-        calls = model.script.pop(0) if model.script else []
-        fut.set_result(_generation(calls, user_initiated=True))
-        return fut
-
-
-class AnsweringModel(FakeRealtimeModel):
-    def __init__(self, script: list[list[FunctionCall]]) -> None:
-        # the framework asks for each tool reply itself
-        super().__init__(capabilities=fake_capabilities(auto_tool_reply_generation=False))
-        self.script = script
-
-    def session(self, *, turn_detection_disabled: bool = False) -> FakeRealtimeSession:
-        sess = AnsweringSession(self)
-        self.created_sessions.append(sess)
-        return sess
 
 
 class LookupTask(AgentTask[str]):
@@ -111,7 +47,7 @@ class Desk(Agent):
         self.saying.send_nowait("Let me look that up for you.")
         self.model.active_session.emit(
             "generation_created",
-            _generation(
+            generation(
                 [FunctionCall(call_id="look", name="look_up", arguments="{}")],
                 user_initiated=False,
                 saying=self.saying,
@@ -130,7 +66,11 @@ class Desk(Agent):
 
 
 async def test_reply_to_a_tool_does_not_wait_for_a_speech_paused_by_an_inline_task() -> None:
-    model = AnsweringModel([[FunctionCall(call_id="note", name="note", arguments="{}")]])
+    model = AnsweringModel(
+        [[FunctionCall(call_id="note", name="note", arguments="{}")]],
+        # the framework asks for each tool reply itself
+        auto_tool_reply_generation=False,
+    )
     desk = Desk(model)
     session = AgentSession(llm=model)
     looked_up = asyncio.Event()
