@@ -68,6 +68,12 @@ def _parser() -> argparse.ArgumentParser:
         "small machine)",
     )
     sp.add_argument(
+        "--test-timeout",
+        type=float,
+        default=120,
+        help="seconds one test of upstream's suite may take before it fails (default 120)",
+    )
+    sp.add_argument(
         "--only",
         action="append",
         metavar="PATCH",
@@ -117,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
                 record=args.record,
                 python=args.python,
                 timeout=args.timeout,
+                test_timeout=args.test_timeout,
                 only=args.only,
             )
             return 0 if ok else 1

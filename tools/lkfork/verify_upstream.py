@@ -280,6 +280,7 @@ def run(
     record: bool = False,
     python: str | None = None,
     timeout: float = 3600,
+    test_timeout: float = 120,
     only: list[str] | None = None,
 ) -> bool:
     chosen = select(pkgs, only)  # before the environments: a wrong name fails at once
@@ -344,7 +345,8 @@ def run(
         if suite:
             wheels = series_wheels(root, scratch)
             install(patched_py, wheels)
-            args = ["tests", "--continue-on-collection-errors"]
+            # a test that hangs fails on its own (on both builds) instead of holding the run
+            args = ["tests", "--continue-on-collection-errors", f"--timeout={test_timeout:g}"]
             # the two builds at once: each run is long and single-threaded, and they share
             # nothing but the checkout, which pytest only reads
             with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
