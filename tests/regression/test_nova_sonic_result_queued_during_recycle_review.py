@@ -1,13 +1,13 @@
 """Nova Sonic (review of the split recycle PRs): a tool result that comes in while the timed
 recycle is ending the old stream still reaches the model.
 
-The timed recycle stops the old stream's audio input (which sends the queued toolResults), sends
-what was queued, ends the stream (contentEnd, promptEnd, sessionEnd) and only then gives the
-session fresh channels for the new stream. A tool that returns while the old stream is being
-ended queues its result in between: after the queue was sent, before it is replaced. This test
-pins that interleaving by holding the old stream's ``sessionEnd`` until the plugin took the
-result, and checks that the result reaches the new stream once, as marked interactive text, and
-that the model's answer lands in the history.
+The timed recycle stops the old stream's audio input (which sends the queued toolResults and
+closes its channels), ends the stream (contentEnd, promptEnd, sessionEnd), waits for the reader,
+and only then opens the new stream. A tool that returns while the old stream is being ended must
+not find a closed channel, and its result must not go out as a toolResult the new stream never
+asked for. This test pins that interleaving by holding the old stream's ``sessionEnd`` until the
+plugin took the result, and checks that the result reaches the new stream once, as marked
+interactive text, and that the model's answer lands in the history.
 
 Offline: ``tests.fakes.bedrock_stream`` stands in for the Bedrock stream under the plugin's
 own session; ``FakeBedrock.fire_recycle_timer()`` makes the recycle timer fire at once.
@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import livekit.agents
 import pytest
 from livekit.agents import Agent, function_tool
 
@@ -42,7 +41,6 @@ pytestmark = [
     ),
 ]
 
-ON_FORK = "+fork" in livekit.agents.__version__
 QUESTION = "book table 12"
 RESULT = "table 12 booked"
 ANSWER = "Your table is booked."
@@ -70,20 +68,7 @@ def _is(kind: str) -> Any:
 @pytest.mark.parametrize(
     "slow_end",
     [
-        pytest.param(
-            True,
-            id="slow_session_end",
-            marks=pytest.mark.xfail(
-                ON_FORK,
-                strict=True,
-                reason=(
-                    "keep-answering-across-the-timed-recycle PR: _retire_stream() cancels the audio "
-                    "input task, which closes _tool_results_ch, and makes the new channels only after "
-                    "_end_stream() and the reader wait: a result in between raises ChanClosed and is "
-                    "neither sent nor carried over. Known, not fixed yet"
-                ),
-            ),
-        ),
+        pytest.param(True, id="slow_session_end"),
         pytest.param(False, id="as_fast_as_it_goes"),
     ],
 )
