@@ -6,9 +6,10 @@ session. The task never starts (the session is closing), so the framework comple
 handle. On a realtime model, stock 1.8.9 then logs ``Error in _realtime_generation_task``
 (``'NoneType' object has no attribute 'capabilities'``): the paused agent's activity closed its
 realtime session while the tool ran, and the generation task still sends the tool's output
-there (fork patch 0013). The pipeline case passes on stock and guards fork patch 0010, which
-keeps the run watching the tool: the task's ToolError, meant for the tool, must not make
-``session.run()`` raise. The close lands anywhere from the tool's start to the task's start,
+there (fixed by "send no tool results to a realtime session ..."). The pipeline case passes on
+stock and guards "keep the run until a completed inline AgentTask is answered", which keeps the
+run watching the tool: the task's ToolError, meant for the tool, must not make ``session.run()``
+raise. The close lands anywhere from the tool's start to the task's start,
 so the test sweeps it over the event-loop ticks of that window.
 
 No upstream issue covers it; it belongs with the inline-task handoffs of livekit/agents#4746.

@@ -170,6 +170,10 @@ def test_the_record_of_a_red_test_is_the_same_every_run() -> None:
         "  - `test_b`: AssertionError: b",
         "- patched: 1 passed",
     ]
+    # a red test without a message is listed too
+    bare = Outcome({"m::test_a": "failed", "m::test_b": "failed"}, {"m::test_a": "AssertionError: a"})
+    report = PRResult(None, bare, Outcome({"t": "passed"}, {"t": ""})).report()  # type: ignore[arg-type]
+    assert "  - `test_b`: no message" in report.splitlines()
 
 
 def test_the_suite_record_holds_only_for_the_wheels_it_ran(tmp_path: Path) -> None:

@@ -229,15 +229,17 @@ class PRResult:
 
     def report(self) -> str:
         # why each test failed on stock: the reader checks it failed for the bug
-        why = {
-            t.rpartition("::")[2]: _ADDRESS.sub("", m)[:160]
-            for t, m in sorted(self.stock.messages.items())
-            if self.stock.results[t] == "failed" and m
-        }
+        why = {}
+        for t, s in sorted(self.stock.results.items()):
+            if s == "failed":
+                message = _ADDRESS.sub("", self.stock.messages.get(t, ""))[:160]
+                why[t.rpartition("::")[2]] = message or "no message"
         stock = f"- stock: {self.stock.summary()}"
+        lines = [stock]
         if len(why) == 1:
-            stock += f" ({next(iter(why.values()))})"
-        lines = [stock, *(f"  - `{t}`: {m}" for t, m in why.items() if len(why) > 1)]
+            lines[0] += f" ({next(iter(why.values()))})"
+        else:
+            lines += [f"  - `{t}`: {m}" for t, m in why.items()]
         lines.append(f"- patched: {self.patched.summary()}")
         return "\n".join(lines)
 
