@@ -158,6 +158,9 @@ def test_the_record_of_a_red_test_is_the_same_every_run() -> None:
     red = Outcome({"t": "failed"}, {"t": "assert <m.A object at 0x7fba48dd2ea0> is <m.B object at 0x7f1>"})
     report = PRResult(None, red, Outcome({"t": "passed"}, {"t": ""})).report()  # type: ignore[arg-type]
     assert "(assert <m.A object> is <m.B object>)" in report
+    short = Outcome({"t": "failed"}, {"t": "assert [<livekit.age...7fc77d0d32c0>] == ['bees']"})
+    report = PRResult(None, short, Outcome({"t": "passed"}, {"t": ""})).report()  # type: ignore[arg-type]
+    assert "(assert [<livekit.age...>] == ['bees'])" in report
     # with several red tests, each says why it failed
     two = Outcome(
         {"m::test_a": "failed", "m::test_b": "failed"},
@@ -188,7 +191,8 @@ def test_the_suite_record_holds_only_for_the_wheels_it_ran(tmp_path: Path) -> No
     record.parent.mkdir(parents=True)
     line = "- upstream's suite, whole series applied: 9 pass on stock and patched, 0 pass on stock only"
     record.write_text(
-        f"On a day, with `lkfork verify-upstream --suite`:\n{line}\n\n{_FINGERPRINT}{fingerprint([a, b])}\n"
+        f"On a day, with `lkfork verify-upstream --suite`:\n{line}\n  - stock: 9 passed, 1 failed\n"
+        f"  - patched: 9 passed, 1 failed\n\n{_FINGERPRINT}{fingerprint([a, b])}\n"
     )
     assert suite_record(tmp_path, [a, b]) == line
     b.write_bytes(b"b, changed")  # other code: the record no longer holds

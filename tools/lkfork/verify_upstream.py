@@ -180,8 +180,9 @@ def pytest(python: Path, checkout: Path, args: list[str], junit: Path, timeout: 
     return parse_junit(junit)
 
 
-# "<X object at 0x7f...>": a different address every run, so the record would change each time
-_ADDRESS = re.compile(r" at 0x[0-9a-f]+")
+# "<X object at 0x7f...>": a different address every run, so the record would change each time;
+# pytest's shortened repr keeps only its end ("<livekit.age...7fc77d0d32c0>")
+_ADDRESS = re.compile(r" at 0x[0-9a-f]+|(?<=\.\.\.)[0-9a-f]+(?=>)")
 
 
 def fingerprint(wheels: list[Path]) -> str:
@@ -369,13 +370,15 @@ def run(
                 f"upstream's suite, whole series applied: {both} pass on stock and patched, "
                 f"{len(broken)} pass on stock only"
             )
-            print(suite_line)
+            # what each build ran: a run cut short (no report, or fewer tests) shows here
+            ran = f"  - stock: {stock.summary()}\n  - patched: {patched.summary()}"
+            print(f"{suite_line}\n{ran}")
             for t in broken:
                 print(f"  passes on stock, not patched: {t} ({patched.results.get(t, 'missing')})")
-            ok &= not broken
+            ok &= not broken and bool(stock.results) and bool(patched.results)
             suite_text = (
-                f"On {today}, {source}, with `lkfork verify-upstream --suite`:\n- {suite_line}\n\n"
-                f"{_FINGERPRINT}{fingerprint(wheels)}\n"
+                f"On {today}, {source}, with `lkfork verify-upstream --suite`:\n- {suite_line}\n"
+                f"{ran}\n\n{_FINGERPRINT}{fingerprint(wheels)}\n"
             )
     if record:
         for r in results:
