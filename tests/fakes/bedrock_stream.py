@@ -53,6 +53,7 @@ __all__ = [
     "completion_start",
     "content_names",
     "event_kind",
+    "is_event",
     "is_interactive_text",
     "is_tool_result",
     "model_turn",
@@ -664,6 +665,11 @@ class _Blocks:
         elif kind == "contentEnd":
             return self.starts.get(body["contentName"])
         return None
+
+
+def is_event(kind: str) -> Callable[[SentEvent], bool]:
+    """Predicate on ``sent``: an event of ``kind`` (``"promptEnd"``, ``"sessionEnd"``, ...)."""
+    return lambda e: event_kind(e) == kind
 
 
 def is_interactive_text(

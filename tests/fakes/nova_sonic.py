@@ -11,10 +11,14 @@
       pytestmark = [*NOVA_SONIC_MARKS, pytest.mark.upstream_bug("...")]
 
       session, conn = await nova_session(bedrock, make_session, Concierge())
+
+* :func:`tool_output_taken`: resolves once the plugin's ``update_chat_ctx()`` took a tool's
+  output (and lists what it raised), to place the output in a window the test holds open.
 """
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from typing import Any
 
@@ -24,7 +28,7 @@ from livekit.agents import Agent, AgentSession
 from .bedrock_stream import BedrockConnection, FakeBedrock
 from .session import MakeSession
 
-__all__ = ["NOVA_SONIC_MARKS", "nova_session", "nova_sonic_2"]
+__all__ = ["NOVA_SONIC_MARKS", "nova_session", "nova_sonic_2", "tool_output_taken"]
 
 NOVA_SONIC_MARKS = [
     pytest.mark.skipif(sys.version_info < (3, 12), reason="the Nova Sonic extra needs Python 3.12+"),
@@ -48,3 +52,29 @@ async def nova_session(
     conn = await bedrock.connection(0)
     await conn.wait_ready()
     return session, conn
+
+
+def tool_output_taken(
+    monkeypatch: pytest.MonkeyPatch, call_id: str = "tool-1"
+) -> tuple[asyncio.Future[None], list[BaseException]]:
+    """A future that resolves once ``RealtimeSession.update_chat_ctx()`` returned, or raised,
+    with ``call_id``'s output, and the list of what it raised."""
+    from livekit.plugins.aws.experimental.realtime.realtime_model import RealtimeSession
+
+    taken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    errors: list[BaseException] = []
+    update = RealtimeSession.update_chat_ctx
+
+    async def _watched(self: Any, chat_ctx: Any) -> None:
+        has = any(i.type == "function_call_output" and i.call_id == call_id for i in chat_ctx.items)
+        try:
+            await update(self, chat_ctx)
+        except Exception as e:
+            errors.append(e)
+            raise
+        finally:
+            if has and not taken.done():
+                taken.set_result(None)
+
+    monkeypatch.setattr(RealtimeSession, "update_chat_ctx", _watched)
+    return taken, errors

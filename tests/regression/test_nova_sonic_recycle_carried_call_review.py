@@ -31,7 +31,7 @@ from tests.fakes.bedrock_stream import (
     SentEvent,
     completion_end,
     completion_start,
-    event_kind,
+    is_event,
     is_interactive_text,
     model_turn,
     sent_texts,
@@ -40,7 +40,12 @@ from tests.fakes.bedrock_stream import (
     usage,
 )
 from tests.fakes.history import message_added
-from tests.fakes.nova_sonic import NOVA_SONIC_MARKS, nova_session, nova_sonic_2
+from tests.fakes.nova_sonic import (
+    NOVA_SONIC_MARKS,
+    nova_session,
+    nova_sonic_2,
+    tool_output_taken,
+)
 from tests.fakes.sync import wait_for_event
 
 ON_FORK = "+fork" in livekit.agents.__version__
@@ -75,41 +80,18 @@ class Booker(Agent):
         return f"table {table} booked"
 
 
-def _is(kind: str) -> Any:
-    return lambda e: event_kind(e) == kind
-
-
 async def _up(bedrock: FakeBedrock, index: int) -> BedrockConnection:
     """Stream ``index`` once the plugin streams audio on it: the recycle brought it up."""
     try:
         conn = await bedrock.connection(index, timeout=BOUND)
         await conn.wait_ready(BOUND)
     except BoundedWaitTimeout:
-        raise AssertionError(f"the recycle never brought stream {index} up") from None
+        raise AssertionError(f"the recycle never brought stream {index} up: the call goes silent") from None
     return conn
 
 
 def _asked(conn: BedrockConnection, text: str) -> list[str]:
     return [t for _, inter, t in sent_texts(conn.sent) if inter and t == text]
-
-
-def _watch_taken(monkeypatch: pytest.MonkeyPatch, call_id: str = "tool-1") -> asyncio.Future[None]:
-    """Resolves once update_chat_ctx() returned with ``call_id``'s output."""
-    from livekit.plugins.aws.experimental.realtime.realtime_model import RealtimeSession
-
-    taken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    update = RealtimeSession.update_chat_ctx
-
-    async def _watched(self: Any, chat_ctx: Any) -> None:
-        has = any(i.type == "function_call_output" and i.call_id == call_id for i in chat_ctx.items)
-        try:
-            await update(self, chat_ctx)
-        finally:
-            if has and not taken.done():
-                taken.set_result(None)
-
-    monkeypatch.setattr(RealtimeSession, "update_chat_ctx", _watched)
-    return taken
 
 
 @pytest.mark.xfail(
@@ -132,7 +114,7 @@ async def test_carried_call_returns_while_the_next_recycle_ends_its_stream(
         is_interactive_text(QUESTION), model_turn(tool=("tool-1", "book", {"table": 12})), once=False
     )
     bedrock.reply_when(is_interactive_text(containing=RESULT), model_turn(ANSWER))
-    taken = _watch_taken(monkeypatch)
+    taken, _ = tool_output_taken(monkeypatch)
     gate = Gate("booking")
     agent = Booker(gate)
     session, _ = await nova_session(bedrock, make_session, agent)
@@ -145,7 +127,7 @@ async def test_carried_call_returns_while_the_next_recycle_ends_its_stream(
 
     def _arm(conn: BedrockConnection, sent: SentEvent) -> list[Any]:
         if conn.index == 1:
-            conn.hold_matching = (_is("sessionEnd"), mid_end)
+            conn.hold_matching = (is_event("sessionEnd"), mid_end)
         return []
 
     def _open_on_mid_prompt_end(conn: BedrockConnection, sent: SentEvent) -> list[Any]:
@@ -153,8 +135,8 @@ async def test_carried_call_returns_while_the_next_recycle_ends_its_stream(
             gate.open()
         return []
 
-    bedrock.reply_when(_is("promptStart"), _arm, once=False)
-    bedrock.reply_when(_is("promptEnd"), _open_on_mid_prompt_end, once=False)
+    bedrock.reply_when(is_event("promptStart"), _arm, once=False)
+    bedrock.reply_when(is_event("promptEnd"), _open_on_mid_prompt_end, once=False)
     bedrock.fire_recycle_timer(rt)
     mid = await _up(bedrock, 1)
     assert _asked(mid, QUESTION) == [], "the first recycle asked the question again"

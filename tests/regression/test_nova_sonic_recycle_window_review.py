@@ -26,6 +26,7 @@ from tests.fakes.bedrock_stream import (
     FakeBedrock,
     SentEvent,
     event_kind,
+    is_event,
     is_interactive_text,
     is_tool_result,
     model_turn,
@@ -33,7 +34,12 @@ from tests.fakes.bedrock_stream import (
     tool_result_contents,
 )
 from tests.fakes.history import message_added
-from tests.fakes.nova_sonic import NOVA_SONIC_MARKS, nova_session, nova_sonic_2
+from tests.fakes.nova_sonic import (
+    NOVA_SONIC_MARKS,
+    nova_session,
+    nova_sonic_2,
+    tool_output_taken,
+)
 
 ON_FORK = "+fork" in livekit.agents.__version__
 
@@ -82,35 +88,6 @@ class Booker(Agent):
         return f"table {table} booked"
 
 
-def _is(kind: str) -> Any:
-    return lambda e: event_kind(e) == kind
-
-
-def _watch_taken(
-    monkeypatch: pytest.MonkeyPatch, call_id: str = "tool-1"
-) -> tuple[asyncio.Future[None], list]:
-    """Resolves once update_chat_ctx() returned (or raised) with ``call_id``'s output."""
-    from livekit.plugins.aws.experimental.realtime.realtime_model import RealtimeSession
-
-    taken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    errors: list[BaseException] = []
-    update = RealtimeSession.update_chat_ctx
-
-    async def _watched(self: Any, chat_ctx: Any) -> None:
-        has = any(i.type == "function_call_output" and i.call_id == call_id for i in chat_ctx.items)
-        try:
-            await update(self, chat_ctx)
-        except Exception as e:
-            errors.append(e)
-            raise
-        finally:
-            if has and not taken.done():
-                taken.set_result(None)
-
-    monkeypatch.setattr(RealtimeSession, "update_chat_ctx", _watched)
-    return taken, errors
-
-
 async def _up(bedrock: FakeBedrock, index: int) -> BedrockConnection:
     """Stream ``index`` once the plugin streams audio on it: the recycle brought it up."""
     try:
@@ -124,7 +101,7 @@ async def _up(bedrock: FakeBedrock, index: int) -> BedrockConnection:
 async def _ended(old: BedrockConnection) -> None:
     """The recycle ends the old stream (promptEnd) before it opens the new one."""
     try:
-        await old.wait_sent(_is("promptEnd"), timeout=BOUND, what="the old stream's promptEnd")
+        await old.wait_sent(is_event("promptEnd"), timeout=BOUND, what="the old stream's promptEnd")
     except BoundedWaitTimeout:
         raise AssertionError("the recycle never ended the old stream: no promptEnd") from None
 
@@ -134,6 +111,12 @@ async def _answered(answered: asyncio.Future[Any]) -> None:
     assert answered.done() and not answered.cancelled() and answered.exception() is None, (
         "the model never answered the tool's result"
     )
+
+
+def _script_booking(bedrock: FakeBedrock) -> None:
+    """The model greets, then calls ``book`` (``tool-1``) for the question."""
+    bedrock.reply_when(is_interactive_text("hi"), model_turn("Hello there."))
+    bedrock.reply_when(is_interactive_text(QUESTION), model_turn(tool=("tool-1", "book", {"table": 12})))
 
 
 def _on_prompt_end(bedrock: FakeBedrock, index: int, action: Any) -> None:
@@ -211,7 +194,7 @@ async def test_audio_pushed_while_the_old_stream_ends(
     )
 
     session_end = Gate("old sessionEnd")
-    old.hold_matching = (_is("sessionEnd"), session_end)
+    old.hold_matching = (is_event("sessionEnd"), session_end)
     pushed = Gate("pushed in window")
 
     def _push() -> None:
@@ -242,11 +225,10 @@ async def test_result_in_the_window(
     bedrock: FakeBedrock, make_session: MakeSession, monkeypatch: pytest.MonkeyPatch, mode: str
 ) -> None:
     """plain/error: timed recycle; adds_tool: the tool-change recycle the tool itself starts."""
-    bedrock.reply_when(is_interactive_text("hi"), model_turn("Hello there."))
-    bedrock.reply_when(is_interactive_text(QUESTION), model_turn(tool=("tool-1", "book", {"table": 12})))
+    _script_booking(bedrock)
     needle = "not bookable" if mode == "error" else RESULT
     bedrock.reply_when(is_interactive_text(containing=needle), model_turn(ANSWER))
-    taken, errors = _watch_taken(monkeypatch)
+    taken, errors = tool_output_taken(monkeypatch)
     gate = Gate("booking")
     agent = Booker(gate, mode=mode)
     session, old = await nova_session(bedrock, make_session, agent)
@@ -254,7 +236,7 @@ async def test_result_in_the_window(
     answered = message_added(session, "assistant", ANSWER, timeout=BOUND)
 
     session_end = Gate("old sessionEnd")
-    old.hold_matching = (_is("sessionEnd"), session_end)
+    old.hold_matching = (is_event("sessionEnd"), session_end)
     _on_prompt_end(bedrock, 0, gate.open)
     run = asyncio.ensure_future(session.run(user_input=QUESTION))
     await gate.reached()
@@ -280,17 +262,16 @@ async def test_async_tool_update_in_the_window(
 ) -> None:
     """The async tool's first update (the toolUse's answer) comes in while the old stream ends;
     its final result (``tool-1_final``) comes after, on the new stream."""
-    bedrock.reply_when(is_interactive_text("hi"), model_turn("Hello there."))
-    bedrock.reply_when(is_interactive_text(QUESTION), model_turn(tool=("tool-1", "book", {"table": 12})))
+    _script_booking(bedrock)
     bedrock.reply_when(is_interactive_text(), model_turn("Noted."), once=False)
-    taken, errors = _watch_taken(monkeypatch)
+    taken, errors = tool_output_taken(monkeypatch)
     gate = Gate("update")
     agent = Booker(gate, mode="async")
     session, old = await nova_session(bedrock, make_session, agent)
     await bounded(session.run(user_input="hi"))
 
     session_end = Gate("old sessionEnd")
-    old.hold_matching = (_is("sessionEnd"), session_end)
+    old.hold_matching = (is_event("sessionEnd"), session_end)
     _on_prompt_end(bedrock, 0, gate.open)
     run = asyncio.ensure_future(session.run(user_input=QUESTION))
     await gate.reached()
@@ -327,13 +308,13 @@ async def test_restart_with_the_result_in_the_window(
 
     bedrock.reply_when(is_interactive_text(QUESTION), model_turn(tool=("tool-1", "book", {"table": 12})))
     bedrock.reply_when(is_interactive_text(containing=RESULT), model_turn(ANSWER))
-    taken, errors = _watch_taken(monkeypatch)
+    taken, errors = tool_output_taken(monkeypatch)
     gate = Gate("booking")
     agent = Booker(gate)
     session, old = await nova_session(bedrock, make_session, agent)
     answered = message_added(session, "assistant", ANSWER, timeout=BOUND)
     session_end = Gate("old sessionEnd")
-    old.hold_matching = (_is("sessionEnd"), session_end)
+    old.hold_matching = (is_event("sessionEnd"), session_end)
     _on_prompt_end(bedrock, 0, gate.open)
     run = asyncio.ensure_future(session.run(user_input=QUESTION))
     await gate.reached()
@@ -363,14 +344,13 @@ async def test_close_in_the_window(
     result_first: bool,
     restart: bool,
 ) -> None:
-    bedrock.reply_when(is_interactive_text("hi"), model_turn("Hello there."))
-    bedrock.reply_when(is_interactive_text(QUESTION), model_turn(tool=("tool-1", "book", {"table": 12})))
-    taken, errors = _watch_taken(monkeypatch)
+    _script_booking(bedrock)
+    taken, errors = tool_output_taken(monkeypatch)
     gate = Gate("booking")
     session, old = await nova_session(bedrock, make_session, Booker(gate))
     await bounded(session.run(user_input="hi"))
     session_end = Gate("old sessionEnd")
-    old.hold_matching = (_is("sessionEnd"), session_end)
+    old.hold_matching = (is_event("sessionEnd"), session_end)
     in_window = Gate("window")
     _on_prompt_end(bedrock, 0, in_window.open)
     run = asyncio.ensure_future(session.run(user_input=QUESTION))
@@ -420,10 +400,9 @@ async def test_close_in_the_window(
 async def test_result_before_the_new_stream_is_ready(
     bedrock: FakeBedrock, make_session: MakeSession, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    bedrock.reply_when(is_interactive_text("hi"), model_turn("Hello there."))
-    bedrock.reply_when(is_interactive_text(QUESTION), model_turn(tool=("tool-1", "book", {"table": 12})))
+    _script_booking(bedrock)
     bedrock.reply_when(is_interactive_text(containing=RESULT), model_turn(ANSWER))
-    taken, errors = _watch_taken(monkeypatch)
+    taken, errors = tool_output_taken(monkeypatch)
     gate = Gate("booking")
     session, old = await nova_session(bedrock, make_session, Booker(gate))
     await bounded(session.run(user_input="hi"))
@@ -433,7 +412,7 @@ async def test_result_before_the_new_stream_is_ready(
     await gate.reached()
     bedrock.fire_recycle_timer(bedrock.sessions[0])
     new = await bedrock.connection(1, timeout=BOUND)
-    await new.wait_sent(_is("promptStart"), timeout=BOUND, what="new promptStart")
+    await new.wait_sent(is_event("promptStart"), timeout=BOUND, what="new promptStart")
     gate.open()
     await bounded(taken, BOUND, what="the plugin to take the tool's output")
     held.open()
@@ -451,10 +430,9 @@ async def test_result_before_the_new_stream_is_ready(
 async def test_two_recycles_result_in_the_second_window(
     bedrock: FakeBedrock, make_session: MakeSession, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    bedrock.reply_when(is_interactive_text("hi"), model_turn("Hello there."))
-    bedrock.reply_when(is_interactive_text(QUESTION), model_turn(tool=("tool-1", "book", {"table": 12})))
+    _script_booking(bedrock)
     bedrock.reply_when(is_interactive_text(containing=RESULT), model_turn(ANSWER))
-    taken, errors = _watch_taken(monkeypatch)
+    taken, errors = tool_output_taken(monkeypatch)
     gate = Gate("booking")
     session, old = await nova_session(bedrock, make_session, Booker(gate))
     await bounded(session.run(user_input="hi"))
@@ -466,10 +444,10 @@ async def test_two_recycles_result_in_the_second_window(
 
     def _arm(conn: BedrockConnection, sent: SentEvent) -> list[Any]:
         if conn.index == 1:
-            conn.hold_matching = (_is("sessionEnd"), second_end)
+            conn.hold_matching = (is_event("sessionEnd"), second_end)
         return []
 
-    bedrock.reply_when(_is("promptStart"), _arm, once=False)
+    bedrock.reply_when(is_event("promptStart"), _arm, once=False)
     _on_prompt_end(bedrock, 1, gate.open)
     bedrock.fire_recycle_timer(rt)
     mid = await _up(bedrock, 1)
@@ -506,8 +484,7 @@ async def test_result_sent_just_before_the_recycle(
 ) -> None:
     """The toolResult went out on the old stream; the recycle timer fires before the model began
     its answer (no completionStart yet). The answer must not be lost."""
-    bedrock.reply_when(is_interactive_text("hi"), model_turn("Hello there."))
-    bedrock.reply_when(is_interactive_text(QUESTION), model_turn(tool=("tool-1", "book", {"table": 12})))
+    _script_booking(bedrock)
     # the model answers the result only on the new stream (prompted); on the old stream it is
     # still "thinking" when the recycle ends it
     bedrock.reply_when(is_interactive_text(containing=RESULT), model_turn(ANSWER))
@@ -568,8 +545,7 @@ async def test_input_as_the_audio_input_task_closes_its_channels(
     ready to run in the first of those iterations meets a closed channel."""
     from livekit.plugins.aws.experimental.realtime.realtime_model import RealtimeSession
 
-    bedrock.reply_when(is_interactive_text("hi"), model_turn("Hello there."))
-    bedrock.reply_when(is_interactive_text(QUESTION), model_turn(tool=("tool-1", "book", {"table": 12})))
+    _script_booking(bedrock)
     bedrock.reply_when(is_interactive_text(containing=RESULT), model_turn(ANSWER))
     gate = Gate("booking")
     agent = Booker(gate)
@@ -639,8 +615,7 @@ async def test_tool_that_changes_the_tools_and_returns_at_once(
     """The tool adds a tool and returns at once. The model answers the result only where it is
     prompted on the new stream (on the old one its answer would come after some latency, and the
     tool-change recycle ends that stream)."""
-    bedrock.reply_when(is_interactive_text("hi"), model_turn("Hello there."))
-    bedrock.reply_when(is_interactive_text(QUESTION), model_turn(tool=("tool-1", "book", {"table": 12})))
+    _script_booking(bedrock)
     bedrock.reply_when(is_interactive_text(containing=RESULT), model_turn(ANSWER))
     gate = Gate("booking")
     gate.open()
@@ -725,14 +700,13 @@ async def test_second_replacement_while_the_recycled_call_runs(
 async def test_window_result_is_no_toolresult_on_the_new_stream(
     bedrock: FakeBedrock, make_session: MakeSession, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    bedrock.reply_when(is_interactive_text("hi"), model_turn("Hello there."))
-    bedrock.reply_when(is_interactive_text(QUESTION), model_turn(tool=("tool-1", "book", {"table": 12})))
-    taken, _ = _watch_taken(monkeypatch)
+    _script_booking(bedrock)
+    taken, _ = tool_output_taken(monkeypatch)
     gate = Gate("booking")
     session, old = await nova_session(bedrock, make_session, Booker(gate))
     await bounded(session.run(user_input="hi"))
     session_end = Gate("old sessionEnd")
-    old.hold_matching = (_is("sessionEnd"), session_end)
+    old.hold_matching = (is_event("sessionEnd"), session_end)
     _on_prompt_end(bedrock, 0, gate.open)
     run = asyncio.ensure_future(session.run(user_input=QUESTION))
     await gate.reached()
@@ -743,7 +717,7 @@ async def test_window_result_is_no_toolresult_on_the_new_stream(
     new = await _up(bedrock, 1)
     # the new stream's audio input task has read its channels by the time it sent one more event
     bedrock.sessions[0].push_audio(_frame(0))
-    await new.wait_sent(_is("audioInput"), timeout=BOUND, what="audio on the new stream")
+    await new.wait_sent(is_event("audioInput"), timeout=BOUND, what="audio on the new stream")
     run.cancel()
     await asyncio.wait({run}, timeout=BOUND)
     assert tool_result_contents(new.sent) == [], f"violations: {bedrock.violations}"

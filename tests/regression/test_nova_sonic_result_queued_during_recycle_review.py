@@ -25,14 +25,14 @@ from tests.fakes import Gate, MakeSession, bounded
 from tests.fakes.bedrock_stream import (
     FakeBedrock,
     SentEvent,
-    event_kind,
+    is_event,
     is_interactive_text,
     model_turn,
     sent_texts,
     tool_result_contents,
 )
 from tests.fakes.history import message_added
-from tests.fakes.nova_sonic import NOVA_SONIC_MARKS, nova_session, nova_sonic_2
+from tests.fakes.nova_sonic import NOVA_SONIC_MARKS, nova_session, nova_sonic_2, tool_output_taken
 
 pytestmark = [
     *NOVA_SONIC_MARKS,
@@ -61,10 +61,6 @@ class Booker(Agent):
         return f"table {table} booked"
 
 
-def _is(kind: str) -> Any:
-    return lambda e: event_kind(e) == kind
-
-
 @pytest.mark.parametrize(
     "slow_end",
     [
@@ -75,30 +71,12 @@ def _is(kind: str) -> Any:
 async def test_result_queued_while_the_timed_recycle_ends_the_stream(
     bedrock: FakeBedrock, make_session: MakeSession, monkeypatch: pytest.MonkeyPatch, slow_end: bool
 ) -> None:
-    from livekit.plugins.aws.experimental.realtime.realtime_model import RealtimeSession
-
     bedrock.reply_when(is_interactive_text("hi"), model_turn("Hello there."))
     bedrock.reply_when(is_interactive_text(QUESTION), model_turn(tool=("tool-1", "book", {"table": 12})))
     bedrock.reply_when(is_interactive_text(containing=RESULT), model_turn(ANSWER))
 
     # resolves once the plugin took the tool's output (update_chat_ctx returned with it)
-    taken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    update = RealtimeSession.update_chat_ctx
-
-    errors: list[BaseException] = []
-
-    async def _watched(self: Any, chat_ctx: Any) -> None:
-        has_output = any(i.type == "function_call_output" and i.call_id == "tool-1" for i in chat_ctx.items)
-        try:
-            await update(self, chat_ctx)
-        except Exception as e:
-            errors.append(e)
-            raise
-        finally:
-            if has_output and not taken.done():
-                taken.set_result(None)
-
-    monkeypatch.setattr(RealtimeSession, "update_chat_ctx", _watched)
+    taken, errors = tool_output_taken(monkeypatch)
 
     gate = Gate("booking")
     session, old = await nova_session(bedrock, make_session, Booker(gate))
@@ -114,13 +92,13 @@ async def test_result_queued_while_the_timed_recycle_ends_the_stream(
     # interleaving; without it the tool returns whenever the loop gets to it)
     session_end = Gate("old stream's sessionEnd")
     if slow_end:
-        old.hold_matching = (_is("sessionEnd"), session_end)
+        old.hold_matching = (is_event("sessionEnd"), session_end)
 
     def _open_tool_gate(conn: Any, sent: SentEvent) -> list[Any]:
         gate.open()
         return []
 
-    bedrock.reply_when(_is("promptEnd"), _open_tool_gate)
+    bedrock.reply_when(is_event("promptEnd"), _open_tool_gate)
     bedrock.fire_recycle_timer(bedrock.sessions[0])
     if slow_end:
         await bounded(taken, BOUND, what="the plugin to take the tool's output")
